@@ -1,0 +1,113 @@
+"""The Diagnosis: what every view shows. Plain dataclasses, no logic beyond JSON.
+
+JSON shape is a contract (../DESIGN.md, schema diag.diagnosis/1): fields may be
+added, never renamed or removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "diag.diagnosis/1"
+
+LABELS: tuple[str, ...] = (
+    "compute_bound",
+    "memory_bound",
+    "transfer_bound",
+    "launch_bound",
+    "cpu_bound",
+    "io_bound",
+    "cold_start",
+    "queueing",
+)
+
+SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high")
+
+
+@dataclass
+class Evidence:
+    metric: str
+    value: float | None
+    unit: str
+    threshold: str = ""  # the condition it was held against, e.g. "> 0.3"
+
+
+@dataclass
+class Recommendation:
+    text: str
+    code: str = ""
+    expected_gain: str = ""  # an upper bound from the measured shares
+    link: str = ""  # docs/ page or anchor
+
+
+@dataclass
+class Finding:
+    rule: str
+    label: str | None  # None for notes that back no label (e.g. too little evidence)
+    severity: str
+    title: str
+    score: float = 0.0
+    evidence: list[Evidence] = field(default_factory=list)
+    recommendations: list[Recommendation] = field(default_factory=list)
+
+
+@dataclass
+class Phase:
+    name: str  # startup, warmup, steady
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class Diagnosis:
+    run: dict[str, Any]
+    primary: str | None
+    scores: dict[str, float]
+    phases: list[Phase]
+    findings: list[Finding]
+    metrics: dict[str, float | None]
+    units: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "run": self.run,
+            "primary": self.primary,
+            "scores": {label: round(float(self.scores.get(label, 0.0)), 3) for label in LABELS},
+            "phases": [asdict(p) for p in self.phases],
+            "findings": [asdict(f) for f in self.findings],
+            "metrics": {k: _json_number(v) for k, v in self.metrics.items()},
+            "units": dict(self.units),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Diagnosis":
+        return cls(
+            run=data["run"],
+            primary=data["primary"],
+            scores=data["scores"],
+            phases=[Phase(**p) for p in data["phases"]],
+            findings=[
+                Finding(
+                    **{k: v for k, v in f.items() if k not in ("evidence", "recommendations")},
+                    evidence=[Evidence(**e) for e in f.get("evidence", [])],
+                    recommendations=[Recommendation(**r) for r in f.get("recommendations", [])],
+                )
+                for f in data["findings"]
+            ],
+            metrics=data["metrics"],
+            units=data.get("units", {}),
+        )
+
+
+def _json_number(v: float | None) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    if f != f or f in (float("inf"), float("-inf")):
+        return None
+    return round(f, 6)

@@ -1,0 +1,169 @@
+"""Reading a run directory into DataFrames, and sealing raw rows into Parquet.
+
+`open_run(path)` is the one entry point for analysis and views. Tables come
+from `<table>.parquet` when the run was sealed, else from the raw JSON lines
+(a run cut short by a kill), and are always returned with their documented
+columns, even when empty.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from diag.errors import DiagError
+from diag.store.jsonl import RAW_DIR, read_jsonl
+from diag.store.manifest import MANIFEST, read_manifest
+
+# Columns of every table (docs/run-format.md). Extra columns are kept.
+TABLES: dict[str, list[str]] = {
+    "steps": ["ts_ns", "dur_ns", "pid", "tid", "source", "model", "batch", "shapes", "dtype",
+              "device", "gpu_ns", "syncs", "seq", "in_window"],
+    "copies": ["ts_ns", "dur_ns", "pid", "tid", "api", "direction", "bytes", "pinned",
+               "non_blocking", "in_step"],
+    "syncs": ["ts_ns", "dur_ns", "pid", "tid", "api", "in_step"],
+    "ranges": ["ts_ns", "dur_ns", "pid", "tid", "name", "kind", "source", "domain", "depth"],
+    "events": ["ts_ns", "dur_ns", "pid", "tid", "kind", "name", "detail"],
+    "host": ["ts_ns", "pid", "ppid", "name", "cpu_pct", "rss_bytes", "read_bytes", "write_bytes",
+             "read_chars", "write_chars", "ctx_vol", "ctx_invol", "num_threads", "iowait_s"],
+    "threads": ["ts_ns", "pid", "tid", "user_s", "system_s"],
+    "system": ["ts_ns", "cpu_pct", "iowait_pct", "mem_used_bytes", "mem_total_bytes"],
+    "gpu": ["ts_ns", "gpu", "util_gpu", "util_mem", "mem_used_bytes", "mem_total_bytes",
+            "sm_clock_mhz", "mem_clock_mhz", "sm_clock_max_mhz", "power_w", "power_limit_w",
+            "temp_c", "throttle", "throttle_reasons", "pcie_tx_bps", "pcie_rx_bps", "sm_active",
+            "sm_occupancy", "tensor_active", "dram_bw_util", "fp32_active", "fp16_active"],
+    "gpu_procs": ["ts_ns", "gpu", "pid", "used_bytes"],
+    "stacks": ["ts_ns", "dur_ns", "pid", "tid", "stack", "idle"],
+    "kernels": ["ts_ns", "dur_ns", "window", "device", "stream", "name", "category", "kind",
+                "copy_kind", "src_mem", "bytes", "grid", "block"],
+    "windows": ["window", "ts_ns", "dur_ns", "steps", "profiler_start_ns", "trace"],
+}
+
+# Tables that are not JSON lines in raw/ but parsed from another tool's file.
+_DERIVED: dict[str, Callable[[str], list[dict[str, Any]]]] = {}
+
+
+def derived_table(name: str) -> Callable[[Callable[[str], list[dict[str, Any]]]], Callable[[str], list[dict[str, Any]]]]:
+    """Register a parser that builds table `name` from files in the run directory."""
+
+    def register(fn: Callable[[str], list[dict[str, Any]]]) -> Callable[[str], list[dict[str, Any]]]:
+        _DERIVED[name] = fn
+        return fn
+
+    return register
+
+
+def _frame(name: str, rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    for col in TABLES.get(name, []):
+        if col not in df.columns:
+            df[col] = pd.Series(dtype="float64") if df.empty else None
+    if "ts_ns" in df.columns and not df.empty:
+        df = df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    return df
+
+
+def _raw_rows(run_dir: str, name: str) -> list[dict[str, Any]]:
+    if name in _DERIVED:
+        return _DERIVED[name](run_dir)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(glob.glob(os.path.join(run_dir, RAW_DIR, f"{name}.*.jsonl"))):
+        rows.extend(read_jsonl(path))
+    return rows
+
+
+@dataclass
+class Run:
+    """A recorded run: its manifest and its tables, loaded on first use."""
+
+    path: str
+    manifest: dict[str, Any]
+    _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.manifest.get("partial", False))
+
+    @property
+    def start_ns(self) -> int:
+        return int(self.manifest.get("start_ns") or 0)
+
+    @property
+    def end_ns(self) -> int:
+        end = self.manifest.get("end_ns")
+        if end:
+            return int(end)
+        # A killed run never wrote its end: take the last thing recorded.
+        last = self.start_ns
+        for name in ("host", "gpu", "steps", "events"):
+            df = self.table(name)
+            if not df.empty:
+                last = max(last, int(df["ts_ns"].max()))
+        return last
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, (self.end_ns - self.start_ns) / 1e9)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The table `name` (docs/run-format.md); empty with its columns if none."""
+        if name not in self._cache:
+            parquet = os.path.join(self.path, f"{name}.parquet")
+            if os.path.exists(parquet):
+                try:
+                    df = pd.read_parquet(parquet)
+                except Exception as exc:  # noqa: BLE001 - a corrupt file is the user's problem to see
+                    raise DiagError(f"{parquet}: unreadable Parquet table ({exc.__class__.__name__})") from None
+            else:
+                df = pd.DataFrame(_raw_rows(self.path, name))
+            self._cache[name] = _frame(name, df)
+        return self._cache[name]
+
+    def seconds(self, ts_ns: Any) -> Any:
+        """Seconds since the run started, for a scalar or a Series of ts_ns."""
+        return (ts_ns - self.start_ns) / 1e9
+
+
+def open_run(path: str) -> Run:
+    """Open a run directory, or raise DiagError with one line saying what is wrong."""
+    if not os.path.exists(path):
+        raise DiagError(f"{path}: no such run directory")
+    if not os.path.isdir(path):
+        raise DiagError(f"{path}: not a run directory (diag analyze also reads .json and .sqlite traces)")
+    if not os.path.exists(os.path.join(path, MANIFEST)):
+        raise DiagError(f"{path}: not a diag run (no {MANIFEST})")
+    try:
+        manifest = read_manifest(path)
+    except (ValueError, OSError) as exc:
+        raise DiagError(f"{path}/{MANIFEST}: corrupt manifest ({exc})") from None
+    return Run(path=path, manifest=manifest)
+
+
+def seal(path: str) -> None:
+    """Convert every raw table into Parquet. Idempotent; raw files are kept."""
+    run = open_run(path)
+    for name in TABLES:
+        df = run.table(name)
+        out = os.path.join(path, f"{name}.parquet")
+        tmp = out + ".tmp"
+        _to_parquet(df, tmp)
+        os.replace(tmp, out)
+
+
+def _to_parquet(df: pd.DataFrame, out: str) -> None:
+    # Mixed object columns (e.g. None and str) must become one Arrow type.
+    clean = df.copy()
+    for col in clean.columns:
+        if clean[col].dtype == object:
+            non_null = clean[col].dropna()
+            if not non_null.empty and all(isinstance(v, bool) for v in non_null):
+                continue
+            if not non_null.empty and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in non_null):
+                clean[col] = pd.to_numeric(clean[col])
+            else:
+                clean[col] = clean[col].map(lambda v: None if v is None or v != v else (v if isinstance(v, str) else str(v)) if not isinstance(v, bool) else v)
+    clean.to_parquet(out, index=False)

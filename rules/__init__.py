@@ -1,0 +1,1 @@
+"""Built-in rules (TOML). Shipped in the wheel as diag._rules."""
