@@ -1,0 +1,248 @@
+"""Host sampler: psutil over the whole process tree of the target.
+
+Writes three tables (docs/run-format.md): `host` (one row per process per
+tick), `threads` (per thread: cumulative CPU seconds) and `system` (the whole
+machine). Children are re-discovered every tick, because multiprocessing
+workers and subprocesses come and go.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from diag.collect.sampler import FAILED, OK, UNAVAILABLE, PeriodicThread
+from diag.store.jsonl import JsonlWriter
+
+PROC = "/proc"
+
+
+def _read_ppid(pid: int) -> int | None:
+    """Parent pid from /proc/PID/stat (None if the process is gone)."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as f:
+            data = f.read()
+        # the name (field 2) may hold spaces and parentheses: parse after the last ')'
+        return int(data[data.rindex(b")") + 2:].split(b" ", 2)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ProcessTree:
+    """The set of live processes descending from a root pid.
+
+    On Linux each tick lists /proc and reads the stat file of new pids only,
+    so the cost stays small on hosts with thousands of processes (psutil's
+    children(recursive=True) reads every process's stat every time).
+    Once a process is in the tree it stays until it dies, even if it is
+    re-parented to init (a daemonized grandchild is still the target's work).
+    """
+
+    def __init__(self, root_pid: int) -> None:
+        self.root_pid = root_pid
+        self.members: set[int] = {root_pid}
+        self._ppid: dict[int, int] = {}  # every pid on the machine seen so far -> ppid
+        self._linux = os.path.isdir(f"{PROC}/self")
+
+    def scan(self) -> set[int]:
+        """Return the live members now."""
+        if not self._linux:
+            return self._scan_psutil()
+        try:
+            pids = {int(n) for n in os.listdir(PROC) if n.isdigit()}
+        except OSError:
+            return self._scan_psutil()
+        for pid in self._ppid.keys() - pids:
+            del self._ppid[pid]
+        new = pids - self._ppid.keys()
+        for pid in new:
+            ppid = _read_ppid(pid)
+            if ppid is not None:
+                self._ppid[pid] = ppid
+        members = self.members & pids
+        # only new pids can join: an old pid's parent does not change (except to init)
+        verdict: dict[int, bool] = {}
+
+        def joins(pid: int) -> bool:
+            chain = []
+            while pid not in verdict:
+                if pid in members:
+                    verdict[pid] = True
+                    break
+                if pid not in new or pid not in self._ppid:
+                    verdict[pid] = False
+                    break
+                chain.append(pid)
+                pid = self._ppid[pid]
+                if len(chain) > 4096:  # a cycle can only come from pid reuse mid-scan
+                    verdict[pid] = False
+                    break
+            for p in chain:
+                verdict[p] = verdict[pid]
+            return verdict[pid]
+
+        members |= {pid for pid in new if joins(pid)}
+        self.members = members
+        return members
+
+    def _scan_psutil(self) -> set[int]:
+        try:
+            root = psutil.Process(self.root_pid)
+            kids = {c.pid for c in root.children(recursive=True)}
+            self.members = {p for p in self.members if psutil.pid_exists(p)} | kids | {self.root_pid}
+        except psutil.Error:
+            self.members = {p for p in self.members if psutil.pid_exists(p)}
+        return self.members
+
+
+def _get(fn: Callable[[], Any]) -> Any:
+    """One psutil reading; None where the OS refuses it (AccessDenied, unsupported)."""
+    try:
+        return fn()
+    except (psutil.AccessDenied, NotImplementedError, AttributeError, OSError):
+        return None
+
+
+class HostSampler:
+    """Samples CPU, memory, I/O and context switches of the target's process tree."""
+
+    name = "host"
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self._status: dict[str, Any] = {"status": "off", "reason": "not started"}
+        self._loop: PeriodicThread | None = None
+        self._writers: dict[str, JsonlWriter] = {}
+        self._tree: ProcessTree | None = None
+        self._procs: dict[int, psutil.Process] = {}
+        self._last_cpu: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, wall time)
+        self._last_thread: dict[tuple[int, int], tuple[float, float]] = {}
+        self._last_sys: Any = None
+        self._seen: set[int] = set()
+
+    # -- Sampler interface ---------------------------------------------------
+
+    def start(self, run_dir: str, root_pid: int) -> None:
+        try:
+            if not psutil.pid_exists(root_pid):
+                self._status = {"status": UNAVAILABLE, "reason": f"process {root_pid} not found"}
+                return
+            self._writers = {t: JsonlWriter(run_dir, t) for t in ("host", "threads", "system")}
+            self._tree = ProcessTree(root_pid)
+            self._last_sys = psutil.cpu_times()
+            self._status = {"status": OK, "interval_s": self.interval_s}
+            self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self._failed)
+            self._loop.start()
+        except Exception as e:  # noqa: BLE001 - never raise into the launcher
+            self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
+
+    def stop(self) -> None:
+        try:
+            if self._loop is not None:
+                self._loop.stop()
+            for w in self._writers.values():
+                w.close()
+        except Exception as e:  # noqa: BLE001
+            self._status = {"status": FAILED, "reason": f"stop: {type(e).__name__}: {e}"}
+
+    def status(self) -> dict[str, Any]:
+        st = dict(self._status)
+        if self._loop is not None:
+            st.update(samples=self._loop.ticks, processes_seen=len(self._seen),
+                      cpu_s=round(self._loop.cpu_s, 4))
+        return st
+
+    def _failed(self, e: BaseException) -> None:
+        self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
+
+    # -- sampling --------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Take one sample of the system and every process in the tree."""
+        assert self._tree is not None
+        ts = time.time_ns()
+        self._sample_system(ts)
+        pids = self._tree.scan()
+        for pid in list(self._procs.keys() - pids):
+            self._forget(pid)
+        for pid in pids:
+            self._sample_process(pid, ts)
+
+    def _sample_system(self, ts: int) -> None:
+        cur = psutil.cpu_times()
+        prev, self._last_sys = self._last_sys, cur
+        total = sum(cur) - sum(prev)
+        idle = cur.idle - prev.idle
+        iowait = getattr(cur, "iowait", 0.0) - getattr(prev, "iowait", 0.0)
+        mem = psutil.virtual_memory()
+        self._writers["system"].write({
+            "ts_ns": ts,
+            "cpu_pct": round(max(0.0, 100.0 * (total - idle - iowait) / total), 2) if total > 0 else None,
+            "iowait_pct": round(100.0 * iowait / total, 2) if total > 0 else None,
+            # total - available: memory that cannot be reclaimed without swapping
+            "mem_used_bytes": mem.total - mem.available,
+            "mem_total_bytes": mem.total,
+        })
+
+    def _forget(self, pid: int) -> None:
+        self._procs.pop(pid, None)
+        self._last_cpu.pop(pid, None)
+        for key in [k for k in self._last_thread if k[0] == pid]:
+            del self._last_thread[key]
+
+    def _sample_process(self, pid: int, ts: int) -> None:
+        p = self._procs.get(pid)
+        try:
+            if p is None:
+                p = self._procs[pid] = psutil.Process(pid)
+                self._seen.add(pid)
+            with p.oneshot():
+                row = self._process_row(p, pid, ts)
+                threads = _get(p.threads)
+        except psutil.NoSuchProcess:  # gone (or a zombie) between the scan and now
+            self._forget(pid)
+            return
+        self._writers["host"].write(row)
+        for t in threads or ():
+            key = (pid, t.id)
+            cpu = (t.user_time, t.system_time)
+            # unchanged threads add no information to cumulative columns: skip them,
+            # which keeps the table small when a process has hundreds of idle threads
+            if self._last_thread.get(key) != cpu:
+                self._last_thread[key] = cpu
+                self._writers["threads"].write({"ts_ns": ts, "pid": pid, "tid": t.id,
+                                                "user_s": t.user_time, "system_s": t.system_time})
+
+    def _process_row(self, p: psutil.Process, pid: int, ts: int) -> dict[str, Any]:
+        now = time.time()
+        times = p.cpu_times()  # raises NoSuchProcess for a vanished process
+        cpu = times.user + times.system
+        prev = self._last_cpu.get(pid)
+        if prev is None:  # first sight: average since the process started
+            created = _get(p.create_time)
+            prev = (0.0, created) if created is not None else None
+        cpu_pct = None
+        if prev is not None and now - prev[1] > 1e-3:
+            cpu_pct = round(100.0 * (cpu - prev[0]) / (now - prev[1]), 2)
+        self._last_cpu[pid] = (cpu, now)
+        io = _get(p.io_counters)
+        ctx = _get(p.num_ctx_switches)
+        mem = _get(p.memory_info)
+        return {
+            "ts_ns": ts, "pid": pid, "ppid": _get(p.ppid), "name": _get(p.name),
+            "cpu_pct": cpu_pct,
+            "rss_bytes": mem.rss if mem else None,
+            "read_bytes": getattr(io, "read_bytes", None),
+            "write_bytes": getattr(io, "write_bytes", None),
+            # read/write_chars count every read()/write(), pipes and sockets included
+            "read_chars": getattr(io, "read_chars", None),
+            "write_chars": getattr(io, "write_chars", None),
+            "ctx_vol": ctx.voluntary if ctx else None,
+            "ctx_invol": ctx.involuntary if ctx else None,
+            "num_threads": _get(p.num_threads),
+            "iowait_s": getattr(times, "iowait", None),
+        }
