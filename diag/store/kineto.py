@@ -1,0 +1,221 @@
+"""PyTorch profiler / Kineto chrome-trace JSON -> rows of kernels, steps, ranges.
+
+Used two ways: as the derived table `kernels` of a run (every
+`raw/kineto/window<N>.<pid>.json` written by diag/collect/kernel_windows.py),
+and by diag/store/importers.py for `diag analyze trace.json`.
+
+Time: Kineto's `ts` is in microseconds. Traces from torch >= 2.1 carry
+`baseTimeNanoseconds`, and `baseTimeNanoseconds + ts * 1000` is Unix-epoch
+nanoseconds (checked against `time.time_ns()` on torch 2.13). Older traces
+have no base: the caller passes the window's recorded start (`ts_ns` of its
+`windows` row) and the earliest event of the trace is aligned to it.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.store.jsonl import RAW_DIR, read_jsonl
+from diag.store.run import derived_table
+
+# Kernel name -> category, first match wins. Order matters: an attention or
+# norm kernel may also say "cutlass" or "vectorized", an implicit-GEMM conv
+# says "gemm".
+CATEGORY_PATTERNS: list[tuple[str, str]] = [
+    # torch.compile (Inductor) names say what they are in their prefix.
+    ("elementwise", r"^triton_poi_"),
+    ("reduction", r"^triton_(red|per)_"),
+    ("gemm", r"^triton_tem_"),
+    ("attention", r"flash|fmha|attention|attn|sdpa|mha_|scaled_dot_product"),
+    ("norm", r"layer_?norm|batch_?norm|group_?norm|instance_?norm|rms_?norm|bn_fw|bn_bw"),
+    ("conv", r"conv(?!ert)|cudnn|implicit_?gemm|implicit_convolve|winograd|fprop|dgrad|wgrad"),
+    ("gemm", r"gemm|gemv|cutlass|cublas|nvjet|wgmma|xmma|matmul"),
+    ("reduction", r"reduce|reduction|softmax|argmax|argmin|topk|cumsum|scan_"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|copy_kernel|fill_kernel"),
+]
+_CATEGORY_RES = [(cat, re.compile(pat, re.IGNORECASE)) for cat, pat in CATEGORY_PATTERNS]
+
+# "Memcpy HtoD (Pageable -> Device)" -> copy kind, source memory, destination memory.
+_MEMCPY_RE = re.compile(r"memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_WINDOW_FILE_RE = re.compile(r"window(\d+)\.(\d+)\.json$")
+
+KERNEL_CATS = {"kernel"}
+MEMCPY_CATS = {"gpu_memcpy", "memcpy"}
+MEMSET_CATS = {"gpu_memset", "memset"}
+
+
+def kernel_category(name: str) -> str:
+    """The category of a GPU kernel from its name (CATEGORY_PATTERNS), else `other`."""
+    for cat, pattern in _CATEGORY_RES:
+        if pattern.search(name):
+            return cat
+    return "other"
+
+
+def memcpy_kinds(name: str) -> tuple[str | None, str | None, str | None]:
+    """(copy_kind, src_mem, dst_mem) from a memcpy name such as `Memcpy HtoD (Pageable -> Device)`."""
+    m = _MEMCPY_RE.search(name)
+    if not m:
+        return None, None, None
+    kind, src, dst = m.group(1), m.group(2), m.group(3)
+    return kind, src.lower() if src else None, dst.lower() if dst else None
+
+
+@dataclass
+class KinetoTables:
+    """Rows parsed from one trace, in the column layout of docs/run-format.md."""
+
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    ranges: list[dict[str, Any]] = field(default_factory=list)
+    pid: int | None = None
+
+
+def load_trace(path: str) -> dict[str, Any]:
+    """Read a chrome-trace JSON (object with traceEvents, or a bare event list).
+
+    Raises ValueError/OSError on an unreadable file; callers decide how loud to be.
+    """
+    with open(path, "rb") as f:
+        data = json.load(f)
+    if isinstance(data, list):
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise ValueError("no traceEvents list")
+    return data
+
+
+def _offset_ns(trace: dict[str, Any], events: list[dict[str, Any]], start_ns: int | None) -> int:
+    base = trace.get("baseTimeNanoseconds")
+    if isinstance(base, (int, float)) and base > 0:
+        return int(base)
+    if start_ns is not None:
+        stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") == "X"]
+        if stamps:
+            return int(start_ns - min(stamps) * 1000)
+    return 0  # times stay relative to the trace's own origin
+
+
+def _ns(us: Any) -> int:
+    return int(round(float(us) * 1000))
+
+
+def _dims(v: Any) -> str | None:
+    if isinstance(v, list):
+        return "[" + ",".join(str(x) for x in v) + "]"
+    return None
+
+
+def _int(v: Any, default: int = -1) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = None) -> KinetoTables:
+    """Rows of kernels (kernel, memcpy, memset), steps (`ProfilerStep#N`) and ranges (user_annotation)."""
+    events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
+    offset = _offset_ns(trace, events, start_ns)
+    out = KinetoTables()
+    annotations: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("ph") != "X" or not isinstance(e.get("ts"), (int, float)):
+            continue
+        cat = str(e.get("cat", "")).lower()
+        name = str(e.get("name", ""))
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        ts_ns = offset + _ns(e["ts"])
+        dur_ns = _ns(e.get("dur", 0))
+        if cat in KERNEL_CATS or cat in MEMCPY_CATS or cat in MEMSET_CATS:
+            row: dict[str, Any] = {
+                "ts_ns": ts_ns, "dur_ns": dur_ns, "window": window,
+                "device": _int(args.get("device", e.get("pid"))),
+                "stream": _int(args.get("stream", e.get("tid"))),
+                "name": name, "category": None, "kind": None, "copy_kind": None,
+                "src_mem": None, "dst_mem": None, "bytes": None,
+                "grid": _dims(args.get("grid")), "block": _dims(args.get("block")),
+            }
+            if cat in KERNEL_CATS:
+                row["kind"], row["category"] = "kernel", kernel_category(name)
+            elif cat in MEMCPY_CATS:
+                row["kind"] = row["category"] = "memcpy"
+                row["copy_kind"], row["src_mem"], row["dst_mem"] = memcpy_kinds(name)
+                row["bytes"] = _int(args.get("bytes"))
+            else:
+                row["kind"] = row["category"] = "memset"
+                row["bytes"] = _int(args.get("bytes"))
+            out.kernels.append(row)
+            continue
+        pid, tid = _int(e.get("pid")), _int(e.get("tid"))
+        step = _STEP_RE.match(name)
+        if step and cat in ("user_annotation", "cpu_op", "python_function", ""):
+            out.pid = out.pid if out.pid is not None else pid
+            out.steps.append({
+                "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid, "source": "torch",
+                "model": None, "batch": -1, "shapes": None, "dtype": None, "device": None,
+                "gpu_ns": -1, "syncs": -1, "seq": int(step.group(1)), "in_window": True,
+            })
+        elif cat == "user_annotation":
+            out.pid = out.pid if out.pid is not None else pid
+            annotations.append({
+                "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid, "name": name,
+                "kind": "request" if name == "request" else "stage", "source": "kineto",
+                "domain": None, "depth": 0,
+            })
+        elif cat in ("cpu_op", "python_function", "cuda_runtime", "cuda_driver") and out.pid is None:
+            out.pid = pid
+    out.ranges = nest_depths(annotations)
+    return out
+
+
+def nest_depths(ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set `depth` of each range from how many ranges on its thread enclose it."""
+    ranges = sorted(ranges, key=lambda r: (r["pid"], r["tid"], r["ts_ns"], -r["dur_ns"]))
+    open_ends: dict[tuple[int, int], list[int]] = {}
+    for r in ranges:
+        stack = open_ends.setdefault((r["pid"], r["tid"]), [])
+        while stack and stack[-1] <= r["ts_ns"]:
+            stack.pop()
+        r["depth"] = len(stack)
+        stack.append(r["ts_ns"] + r["dur_ns"])
+    return ranges
+
+
+def _window_starts(run_dir: str) -> dict[tuple[int, int], int]:
+    """(window, pid) -> ts_ns of its windows row, to align traces without a base time."""
+    starts: dict[tuple[int, int], int] = {}
+    for path in glob.glob(os.path.join(run_dir, RAW_DIR, "windows.*.jsonl")):
+        m = re.search(r"windows\.(\d+)\.jsonl$", path)
+        pid = int(m.group(1)) if m else -1
+        for row in read_jsonl(path):
+            if isinstance(row.get("window"), int) and isinstance(row.get("ts_ns"), int):
+                starts[(row["window"], int(row.get("pid", pid)))] = row["ts_ns"]
+    return starts
+
+
+@derived_table("kernels")
+def kernels_of_run(run_dir: str) -> list[dict[str, Any]]:
+    """The kernels table of a run: every raw/kineto/window<N>.<pid>.json, parsed.
+
+    A trace that cannot be read (cut short by a kill) is skipped; the others still count.
+    """
+    starts = _window_starts(run_dir)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(glob.glob(os.path.join(run_dir, RAW_DIR, "kineto", "*.json"))):
+        m = _WINDOW_FILE_RE.search(os.path.basename(path))
+        window, pid = (int(m.group(1)), int(m.group(2))) if m else (0, -1)
+        try:
+            trace = load_trace(path)
+        except (ValueError, OSError):
+            continue
+        for row in parse_trace(trace, window, starts.get((window, pid))).kernels:
+            row["pid"] = pid
+            rows.append(row)
+    return rows
