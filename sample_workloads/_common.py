@@ -1,0 +1,67 @@
+"""Shared command line and shutdown handling for the sample workloads.
+
+Every workload takes `--device auto|cpu|cuda` and `--seconds N`, runs until the
+time is up or it gets SIGINT/SIGTERM, then prints one summary line and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+
+
+def parse_args(description: str, seconds: float = 20.0) -> argparse.Namespace:
+    """Parse the common flags; `args.device` comes back as "cpu" or "cuda"."""
+    import torch
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--seconds", type=float, default=seconds, help="how long to run")
+    args = parser.parse_args()
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda asked for, but torch sees no CUDA device")
+    return args
+
+
+class Deadline:
+    """True once `seconds` have passed or SIGINT/SIGTERM arrived (diag --duration sends SIGINT)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.stop = threading.Event()
+        self.start = time.perf_counter()
+        self.end = self.start + seconds
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop.set()
+
+    def done(self) -> bool:
+        return self.stop.is_set() or time.perf_counter() >= self.end
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def wait(self) -> None:
+        """Block the calling (main) thread until the deadline or a signal."""
+        while not self.done():
+            self.stop.wait(0.1)
+
+
+def sync(device: str) -> None:
+    """Wait for queued GPU work, so timings cover it."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def summary(name: str, device: str, items: int, unit: str, seconds: float, extra: str = "") -> None:
+    """Print the one-line throughput summary every workload ends with."""
+    rate = items / seconds if seconds > 0 else 0.0
+    tail = f", {extra}" if extra else ""
+    print(f"{name}: {items} {unit} in {seconds:.1f} s = {rate:.1f} {unit}/s on {device}{tail}", flush=True)
