@@ -7,23 +7,33 @@ time is up or it gets SIGINT/SIGTERM, then prints one summary line and exits 0.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import signal
 import threading
 import time
 
 
-def parse_args(description: str, seconds: float = 20.0) -> argparse.Namespace:
-    """Parse the common flags; `args.device` comes back as "cpu" or "cuda"."""
+def torch_sees_cuda() -> bool:
     import torch
 
+    return torch.cuda.is_available()
+
+
+def parse_args(description: str, seconds: float = 20.0, cuda_available: Callable[[], bool] = torch_sees_cuda,
+               cuda_required: bool = True) -> argparse.Namespace:
+    """Parse the common flags; `args.device` comes back as "cpu" or "cuda".
+
+    `cuda_required=False` lets `--device cuda` through on a machine without a GPU
+    (for runtimes that fall back to the CPU by themselves).
+    """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--seconds", type=float, default=seconds, help="how long to run")
     args = parser.parse_args()
     if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda asked for, but torch sees no CUDA device")
+        args.device = "cuda" if cuda_available() else "cpu"
+    if args.device == "cuda" and cuda_required and not cuda_available():
+        parser.error("--device cuda asked for, but no CUDA device is available")
     return args
 
 
