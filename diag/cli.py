@@ -1,0 +1,213 @@
+"""The `diag` command line: profile, analyze, tui, report, demo.
+
+`main(argv) -> int` never lets a traceback reach the user: DiagError becomes
+one line on stderr and its exit code, so tests can call main([...]) directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from diag.errors import DiagError
+
+
+def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split `diag profile [opts] -- CMD ...` at the first `--`."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _add_analysis_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule files (*.toml) to load")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="diag", description="Why is my GPU inference program slow?")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("profile", help="record a run of CMD and diagnose it",
+                       usage="diag profile [--out RUN] [--duration S] [options] -- CMD [ARGS...]")
+    p.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-<name>)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop the target gracefully after S seconds")
+    p.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds between SIGINT, SIGTERM, SIGKILL")
+    p.add_argument("--host-interval", type=float, default=0.1, metavar="S", help="psutil sampling interval")
+    p.add_argument("--gpu-interval", type=float, default=0.1, metavar="S", help="NVML sampling interval")
+    p.add_argument("--stack-rate", type=int, default=100, metavar="HZ", help="py-spy sampling rate")
+    p.add_argument("--no-stacks", action="store_true", help="do not sample Python stacks (py-spy)")
+    p.add_argument("--no-gpu", action="store_true", help="do not sample the GPU or open kernel windows")
+    p.add_argument("--no-hooks", action="store_true", help="do not inject the in-process hooks")
+    p.add_argument("--kernel-windows", type=int, default=2, metavar="N", help="torch.profiler windows (0: none)")
+    p.add_argument("--kernel-window-steps", type=int, default=5, metavar="N", help="steps per kernel window")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument("--html", nargs="?", const="", default=None, metavar="FILE", help="also write an HTML report")
+    p.add_argument("--tui", action="store_true", help="open the TUI when the run ends")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing but the target's own output")
+    _add_analysis_args(p)
+
+    a = sub.add_parser("analyze", help="diagnose a recorded run (or a Kineto .json / Nsight .sqlite trace)")
+    a.add_argument("run", metavar="RUN")
+    a.add_argument("--json", action="store_true", help="print only the diagnosis as JSON")
+    _add_analysis_args(a)
+
+    t = sub.add_parser("tui", help="explore a run interactively")
+    t.add_argument("run", metavar="RUN")
+    _add_analysis_args(t)
+
+    r = sub.add_parser("report", help="write a self-contained HTML report")
+    r.add_argument("run", metavar="RUN")
+    r.add_argument("-o", "--output", metavar="FILE", help="output file (replaced if it exists)")
+    r.add_argument("--cdn", action="store_true", help="load plotly.js from a CDN instead of inlining it")
+    _add_analysis_args(r)
+
+    d = sub.add_parser("demo", help="profile a bundled sample workload end to end")
+    d.add_argument("--out", "-o", metavar="RUN", help="run directory to create")
+    d.add_argument("--seconds", type=float, default=8.0, help="how long the sample workload runs")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    opts_part, cmd = _split_command(args_in)
+    parser = build_parser()
+    try:
+        args, rest = parser.parse_known_args(opts_part)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        if args.command == "profile":
+            cmd = cmd or rest
+            if rest and cmd is not rest:
+                raise DiagError(f"unexpected arguments before '--': {' '.join(rest)}")
+            return cmd_profile(args, cmd)
+        if rest:
+            raise DiagError(f"unrecognized arguments: {' '.join(rest)}")
+        return {"analyze": cmd_analyze, "tui": cmd_tui, "report": cmd_report, "demo": cmd_demo}[args.command](args)
+    except DiagError as exc:
+        print(f"diag: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def _load(path: str, rule_dirs: Sequence[str]):  # noqa: ANN202 - (Run, Diagnosis)
+    from diag.engine import diagnose
+    from diag.store.run import open_run
+
+    if os.path.isfile(path) and path.endswith((".json", ".sqlite", ".db")):
+        from diag.store.importers import import_trace
+
+        run = import_trace(path)
+    else:
+        run = open_run(path)
+    return run, diagnose(run, rule_dirs=tuple(rule_dirs))
+
+
+def _print_diagnosis(run, diagnosis, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        from diag.views.json_view import to_json_text
+
+        print(to_json_text(diagnosis))
+        return
+    from diag.views.console import print_diagnosis
+
+    print_diagnosis(diagnosis, run)
+
+
+def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
+    from diag.collect.profile import ProfileOptions, record
+
+    opts = ProfileOptions(
+        out=args.out, duration_s=args.duration, grace_s=args.grace, host_interval_s=args.host_interval,
+        gpu_interval_s=args.gpu_interval, stack_rate_hz=args.stack_rate, stacks=not args.no_stacks,
+        gpu=not args.no_gpu, hooks=not args.no_hooks, kernel_windows=args.kernel_windows,
+        kernel_window_steps=args.kernel_window_steps,
+    )
+    if args.html:
+        _check_output(args.html)
+    rec = record(cmd, opts)
+    # From here on the target has run: diag's own trouble never changes its exit code.
+    try:
+        _after_profile(args, rec)
+    except DiagError as exc:
+        print(f"diag: {exc.message} (run kept in {rec.run_dir})", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a diag bug must not hide the target's exit code
+        print(f"diag: analysis failed ({exc.__class__.__name__}: {exc}); run kept in {rec.run_dir}", file=sys.stderr)
+    return rec.exit_code
+
+
+def _after_profile(args: argparse.Namespace, rec) -> None:  # noqa: ANN001
+    if args.quiet and not (args.html is not None or args.tui):
+        return
+    if not args.json and not args.quiet:
+        from diag.views.console import print_recording
+
+        print_recording(rec.manifest, rec.run_dir)
+    run, diagnosis = _load(rec.run_dir, args.rules)
+    if not args.quiet:
+        _print_diagnosis(run, diagnosis, args.json)
+    if args.html is not None:
+        from diag.report import write_report
+
+        out = write_report(run, diagnosis, args.html or None)
+        if not args.json:
+            print(f"report: {out}", file=sys.stderr)
+    if args.tui:
+        from diag.tui import run_tui
+
+        run_tui(rec.run_dir)
+
+
+def _check_output(path: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise DiagError(f"{path}: cannot write the report there")
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    run, diagnosis = _load(args.run, args.rules)
+    _print_diagnosis(run, diagnosis, args.json)
+    return 0
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from diag.tui import run_tui
+
+    return run_tui(args.run)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from diag.report import write_report
+
+    run, diagnosis = _load(args.run, args.rules)
+    out = write_report(run, diagnosis, args.output, cdn=args.cdn)
+    print(out)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Profile the bundled CNN pipeline for a few seconds, then write the report."""
+    from diag.collect.profile import ProfileOptions, record
+    from diag.demo import demo_command
+
+    cmd = demo_command(args.seconds)
+    rec = record(cmd, ProfileOptions(out=args.out))
+    run, diagnosis = _load(rec.run_dir, [])
+    from diag.views.console import print_recording
+
+    print_recording(rec.manifest, rec.run_dir)
+    _print_diagnosis(run, diagnosis, False)
+    from diag.report import write_report
+
+    out = write_report(run, diagnosis, os.path.join(rec.run_dir, "report.html"))
+    print(f"report: {out}")
+    return rec.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

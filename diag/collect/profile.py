@@ -1,0 +1,201 @@
+"""`diag profile`: record a run of any command into a run directory.
+
+Order matters: the run directory and a first run.json exist before the
+target starts (so a kill at any moment leaves a readable, partial run);
+signals are blocked before any thread exists (see launcher.py); samplers
+start once the target's pid is known; the end of the run is written last.
+Nothing that fails here may change the target's exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from diag.collect import launcher
+from diag.collect.manifest import allowed_env, host_info, versions
+from diag.collect.sampler import Sampler
+from diag.errors import DiagError
+from diag.store.manifest import SCHEMA, write_manifest
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass
+class ProfileOptions:
+    out: str | None = None
+    duration_s: float | None = None
+    grace_s: float = 5.0
+    host_interval_s: float = 0.1
+    gpu_interval_s: float = 0.1
+    stack_rate_hz: int = 100
+    stacks: bool = True
+    gpu: bool = True
+    hooks: bool = True
+    kernel_windows: int = 2
+    kernel_window_steps: int = 5
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Recording:
+    run_dir: str
+    exit_code: int
+    manifest: dict[str, Any]
+
+
+def default_out(cmd: list[str]) -> str:
+    prog = os.path.basename(cmd[-1] if os.path.basename(cmd[0]).startswith("python") and len(cmd) > 1 else cmd[0])
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.splitext(prog)[0])[:40] or "run"
+    return os.path.join("diag-runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}")
+
+
+def prepare_run_dir(out: str) -> str:
+    """Create an empty run directory, refusing to reuse a non-empty one."""
+    if os.path.exists(out):
+        if not os.path.isdir(out):
+            raise DiagError(f"--out {out}: exists and is not a directory")
+        if os.listdir(out):
+            raise DiagError(f"--out {out}: directory is not empty (diag never overwrites a run)")
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, ".write-test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise DiagError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+    return os.path.abspath(out)
+
+
+def target_env(run_dir: str, opts: ProfileOptions) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DIAG_RUN_DIR"] = run_dir
+    env["DIAG_PKG_PARENT"] = PKG_PARENT
+    env["DIAG_OPTIONS"] = json.dumps({
+        "hooks": opts.hooks, "kernel_windows": opts.kernel_windows if opts.gpu else 0,
+        "kernel_window_steps": opts.kernel_window_steps, **opts.extra,
+    })
+    if opts.hooks:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (BOOTSTRAP_DIR, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, Any]]]:
+    """The samplers to run, and the status of those that are off."""
+    from diag.collect.gpu_sampler import GpuSampler
+    from diag.collect.host_sampler import HostSampler
+    from diag.collect.stack_sampler import StackSampler
+
+    samplers: list[Sampler] = [HostSampler(opts.host_interval_s)]
+    off: dict[str, dict[str, Any]] = {}
+    if opts.gpu:
+        samplers.append(GpuSampler(opts.gpu_interval_s))
+    else:
+        off["gpu"] = {"status": "off", "reason": "--no-gpu"}
+    if opts.stacks:
+        samplers.append(StackSampler(opts.stack_rate_hz))
+    else:
+        off["stacks"] = {"status": "off", "reason": "--no-stacks"}
+    return samplers, off
+
+
+def _gpu_inventory(enabled: bool) -> dict[str, Any]:
+    if not enabled:
+        return {"count": 0, "reason": "--no-gpu"}
+    try:
+        from diag.collect.gpu_sampler import gpu_inventory
+
+        return gpu_inventory()
+    except Exception as exc:  # noqa: BLE001 - an inventory failure is a note, not a crash
+        return {"count": 0, "reason": f"{exc.__class__.__name__}: {exc}"}
+
+
+def record(cmd: list[str], opts: ProfileOptions) -> Recording:
+    """Run `cmd` under diag and return where the run went and the target's exit code."""
+    if not cmd:
+        raise DiagError("no command given: diag profile [options] -- CMD [ARGS...]")
+    if launcher.find_command(cmd) is None:
+        raise DiagError(f"{cmd[0]}: command not found", exit_code=127)
+    run_dir = prepare_run_dir(opts.out or default_out(cmd))
+    manifest: dict[str, Any] = {
+        "schema": SCHEMA,
+        "run_id": f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}",
+        "command": cmd, "cwd": os.getcwd(),
+        "start_ns": time.time_ns(), "end_ns": None, "duration_s": None,
+        "exit_code": None, "signal": None, "partial": True,
+        "host": host_info(), "gpu": _gpu_inventory(opts.gpu), "versions": versions(),
+        "env": allowed_env(dict(os.environ)),
+        "collectors": {"hooks": {"status": "ok" if opts.hooks else "off"}},
+        "options": {k: v for k, v in asdict(opts).items() if k not in ("out", "extra")},
+    }
+    write_manifest(run_dir, manifest)
+
+    launcher.block_signals()
+    try:
+        proc = launcher.start(cmd, target_env(run_dir, opts))
+    except OSError as exc:
+        launcher.unblock_in_child()
+        raise DiagError(f"{cmd[0]}: cannot run ({exc.strerror or exc})", exit_code=126) from None
+    manifest["pid"] = proc.pid
+    samplers, off = _samplers(opts)
+    for s in samplers:
+        s.start(run_dir, proc.pid)
+    # Samplers record their status as soon as they know it: a killed diag still says why.
+    manifest["collectors"].update(off)
+    manifest["collectors"].update({s.name: s.status() for s in samplers})
+    write_manifest(run_dir, manifest)
+
+    outcome = launcher.wait(proc, opts.duration_s, opts.grace_s)
+    for s in samplers:
+        s.stop()
+    launcher.unblock_in_child()
+
+    manifest.update(end_ns=time.time_ns(), exit_code=outcome.exit_code, signal=outcome.signal,
+                    stopped_by_duration=outcome.stopped_by_duration)
+    manifest["duration_s"] = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
+    manifest["collectors"].update({s.name: s.status() for s in samplers})
+    _merge_target_meta(run_dir, manifest)
+    write_manifest(run_dir, manifest)
+    _seal(run_dir, manifest)
+    return Recording(run_dir, outcome.exit_code, manifest)
+
+
+def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
+    """Take the target's own versions and the hooks' status from raw/meta rows."""
+    from diag.store.jsonl import RAW_DIR, read_jsonl
+
+    raw = os.path.join(run_dir, RAW_DIR)
+    metas = []
+    for name in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
+        if name.startswith("meta.") and name.endswith(".jsonl"):
+            metas.extend(read_jsonl(os.path.join(raw, name)))
+    hooks = manifest["collectors"]["hooks"]
+    if hooks.get("status") == "off":
+        return
+    if not metas:
+        hooks.update(status="unavailable",
+                     reason="no Python process loaded diag's bootstrap (not a Python target?)")
+        return
+    hooks["processes"] = len(metas)
+    target_versions = {k: v for k, v in metas[0].items() if k in ("python", "torch", "onnxruntime", "cuda_runtime")}
+    manifest["versions"]["target"] = target_versions
+
+
+def _seal(run_dir: str, manifest: dict[str, Any]) -> None:
+    """Raw rows to Parquet; the run stays readable (partial) if this fails."""
+    try:
+        from diag.store.run import seal
+
+        seal(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the raw rows are still there
+        print(f"diag: could not write Parquet tables ({exc}); the run stays readable from raw/", file=sys.stderr)
+        return
+    manifest["partial"] = False
+    write_manifest(run_dir, manifest)
