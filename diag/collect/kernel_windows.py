@@ -37,7 +37,6 @@ Never hurt the target: any profiler error writes a `note` event (name
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import threading
 import time
@@ -182,7 +181,7 @@ class KernelWindows:
         self._start_cost_ns = 0
         self._first_seq = 0
 
-    # -- writing rows through the recorder ------------------------------------------------
+    # -- writing rows through the recorder (diag/collect/recorder.py) ----------------------
     def _write(self, table: str, row: dict[str, Any]) -> None:
         try:
             self.recorder.write(table, row)
@@ -190,15 +189,17 @@ class KernelWindows:
             pass
 
     def _event(self, name: str, ts_ns: int, dur_ns: int, **detail: Any) -> None:
-        self._write("events", {"ts_ns": ts_ns, "dur_ns": dur_ns, "pid": self.pid,
-                               "tid": threading.get_native_id(), "kind": "window", "name": name,
-                               "detail": json.dumps(detail)})
+        try:
+            self.recorder.event("window", name, ts_ns=ts_ns, dur_ns=dur_ns, **detail)
+        except Exception:  # noqa: BLE001
+            pass
 
     def note(self, reason: str) -> None:
-        """Say why windows stopped (or never ran), as an `events` note."""
-        self._write("events", {"ts_ns": self.wall_ns(), "dur_ns": 0, "pid": self.pid,
-                               "tid": threading.get_native_id(), "kind": "note", "name": "kernel_windows",
-                               "detail": json.dumps({"reason": reason})})
+        """Say why windows stopped (or never ran), as an `events` note named `kernel_windows`."""
+        try:
+            self.recorder.note("kernel_windows", reason)
+        except Exception:  # noqa: BLE001
+            pass
 
     def _set_in_window(self, value: bool) -> None:
         try:
@@ -258,7 +259,7 @@ class KernelWindows:
         prof.export_chrome_trace(os.path.join(out_dir, name))
         stop_cost = time.perf_counter_ns() - t0
         self._event("stop", stop_ts, stop_cost, window=window, seq=seq)
-        self._write("windows", {"window": window, "ts_ns": self._window_ts_ns, "pid": self.pid,
+        self._write("windows", {"window": window, "ts_ns": self._window_ts_ns,
                                 "dur_ns": max(0, stop_ts - self._window_ts_ns),
                                 "steps": seq - self._first_seq + 1, "first_seq": self._first_seq,
                                 "profiler_start_ns": self._start_cost_ns, "profiler_stop_ns": stop_cost,
@@ -277,7 +278,9 @@ class KernelWindows:
 
     def close(self) -> None:
         """At exit: close an open window so its trace is kept."""
-        with self._lock:
+        if not self._lock.acquire(timeout=1.0):
+            return  # a step thread is inside the profiler: leave it
+        try:
             if self.scheduler.open and self._prof is not None:
                 try:
                     seq = self._first_seq + self.scheduler.in_window - 1
@@ -285,6 +288,8 @@ class KernelWindows:
                     self.scheduler.done(STOP, seq, self.clock())
                 except Exception as exc:  # noqa: BLE001
                     self._abandon(f"torch.profiler stop at exit failed: {exc.__class__.__name__}")
+        finally:
+            self._lock.release()
 
 
 def install(recorder: Any) -> KernelWindows | None:
@@ -301,7 +306,12 @@ def install(recorder: Any) -> KernelWindows | None:
             kw.note(why_not)
             return None
         recorder.on_step_end.append(kw.on_step_end)
-        atexit.register(kw.close)
+        hooks = getattr(recorder, "flush_hooks", None)
+        if isinstance(hooks, list):
+            # Called with final=True by the recorder's exit path (atexit and SIGTERM).
+            hooks.append(lambda final: kw.close() if final else None)
+        else:
+            atexit.register(kw.close)
         return kw
     except Exception:  # noqa: BLE001 - never hurt the target
         return None
