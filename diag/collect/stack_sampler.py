@@ -1,0 +1,218 @@
+"""Stack sampler: py-spy as a subprocess attached to the target.
+
+py-spy records the Python stacks of the target and its subprocesses into
+RUN/raw/pyspy.json (chrometrace: timestamps in µs relative to py-spy's own
+start, which status()["start_ns"] pins to the shared clock). Its own output
+goes to RUN/raw/pyspy.log, never to the user's terminal.
+
+py-spy gives up after about a second when it finds no Python process. A
+target started through a shell script may run Python only later, so while the
+root process lives, attaching is retried with a growing delay.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import psutil
+
+from diag.collect.sampler import FAILED, OK, UNAVAILABLE
+from diag.store.jsonl import RAW_DIR
+
+TRACE_FILE = "pyspy.json"
+LOG_FILE = "pyspy.log"
+# py-spy's messages when the target (still) runs no Python
+_NO_PYTHON = ("No python processes found", "Failed to find python version")
+_RETRY_MAX_S = 10.0
+
+
+def find_py_spy() -> str | None:
+    """py-spy next to the running interpreter (a venv's bin/) or on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("py-spy")
+
+
+def _error_line(log_path: str, offset: int = 0) -> str:
+    """py-spy's first error line (without "Error: ") after offset, else its first line."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read(64 * 1024).decode(errors="replace")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    except OSError:
+        return "py-spy exited"
+    for ln in lines:
+        if ln.startswith("Error:"):
+            return ln[len("Error:"):].strip()
+    return lines[0] if lines else "py-spy exited"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by the launcher) is not a target to attach to
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2:][:1] != b"Z"
+    except (OSError, ValueError):
+        return True
+
+
+class StackSampler:
+    """Runs `py-spy record` against the target's process tree."""
+
+    name = "stacks"
+
+    def __init__(self, rate_hz: int = 100, py_spy: str | None = None, stop_timeout_s: float = 20.0) -> None:
+        self.rate_hz = rate_hz
+        self._py_spy = py_spy
+        self._stop_timeout = stop_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._status: dict[str, Any] = {"status": "off", "reason": "not started"}
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._attempts = 0
+        self._start_ns: int | None = None
+        self._log_pos = 0
+        self._cpu_done = 0.0  # CPU seconds of earlier py-spy attempts
+        self._cpu_cur = 0.0  # of the running one, last reading
+
+    # -- Sampler interface ---------------------------------------------------
+
+    def start(self, run_dir: str, root_pid: int) -> None:
+        try:
+            exe = self._py_spy or find_py_spy()
+            if exe is None:
+                self._status = {"status": UNAVAILABLE, "reason": "py-spy not installed"}
+                return
+            self._exe, self._pid = exe, root_pid
+            raw = os.path.join(run_dir, RAW_DIR)
+            os.makedirs(raw, exist_ok=True)
+            self._out = os.path.join(raw, TRACE_FILE)
+            self._log = os.path.join(raw, LOG_FILE)
+            self._spawn()
+            self._watcher = threading.Thread(target=self._watch, name="diag-stacks", daemon=True)
+            self._watcher.start()
+        except Exception as e:  # noqa: BLE001 - never raise into the launcher
+            self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
+
+    def stop(self) -> None:
+        try:
+            self._stopping.set()
+            if self._watcher is not None:
+                self._watcher.join(5.0)
+            with self._lock:
+                proc = self._proc
+            if proc is None or proc.poll() is not None:
+                self._settle()
+                return
+            self._measure(proc)
+            # SIGINT makes py-spy write its file; it runs in its own session, so a
+            # Ctrl-C in the terminal does not reach it before we ask
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(self._stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                self._status = {"status": FAILED, "reason": "py-spy did not finish writing its output in time"}
+                return
+            self._settle()
+        except Exception as e:  # noqa: BLE001
+            self._status = {"status": FAILED, "reason": f"stop: {type(e).__name__}: {e}"}
+
+    def status(self) -> dict[str, Any]:
+        st = dict(self._status)
+        st["rate_hz"] = self.rate_hz
+        if self._start_ns is not None:
+            st["start_ns"] = self._start_ns
+        if self._attempts > 1:
+            st["attempts"] = self._attempts
+        if self._cpu_done + self._cpu_cur:
+            st["cpu_s"] = round(self._cpu_done + self._cpu_cur, 4)
+        return st
+
+    # -- internals -------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        cmd = [self._exe, "record", "--pid", str(self._pid), "--subprocesses", "--nonblocking", "--idle",
+               "-r", str(self.rate_hz), "-f", "chrometrace", "-o", self._out]
+        with open(self._log, "ab") as log:
+            self._log_pos = log.tell()  # this attempt's messages start here
+            start_ns = time.time_ns()  # py-spy's trace timestamps count from about here
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True, close_fds=True)
+        with self._lock:
+            self._proc, self._start_ns = proc, start_ns
+            self._attempts += 1
+            self._status = {"status": OK}
+
+    def _watch(self) -> None:
+        """Notice py-spy exiting early; retry while the target may still start Python."""
+        delay = 1.0
+        while not self._stopping.wait(0.2):
+            with self._lock:
+                proc = self._proc
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                self._measure(proc)
+                continue
+            if os.path.exists(self._out):  # py-spy ended with the target and wrote its trace
+                self._settle()
+                return
+            reason = _error_line(self._log, self._log_pos)
+            if not any(s in reason for s in _NO_PYTHON):  # e.g. ptrace refused: retrying will not help
+                self._status = {"status": UNAVAILABLE, "reason": f"py-spy: {reason}"}
+                self._retire()
+                return
+            self._status = {"status": UNAVAILABLE, "reason": f"no Python process in the target (py-spy: {reason})"}
+            self._retire()
+            if self._stopping.wait(delay) or not _alive(self._pid):
+                return
+            delay = min(delay * 2, _RETRY_MAX_S)
+            self._spawn()
+
+    def _settle(self) -> None:
+        """Final status once py-spy has exited."""
+        with self._lock:
+            proc = self._proc
+        if proc is None:
+            return  # never attached: the status already says why
+        if os.path.exists(self._out) and os.path.getsize(self._out) > 0:
+            self._status = {"status": OK}
+            return
+        reason = _error_line(self._log, self._log_pos)
+        if any(s in reason for s in _NO_PYTHON):
+            self._status = {"status": UNAVAILABLE, "reason": f"no Python process in the target (py-spy: {reason})"}
+        else:
+            self._status = {"status": FAILED, "reason": f"py-spy wrote no trace: {reason}"}
+
+    def _measure(self, proc: subprocess.Popen[bytes]) -> None:
+        """Keep py-spy's CPU seconds up to date (its own overhead, for status())."""
+        try:
+            t = psutil.Process(proc.pid).cpu_times()
+            self._cpu_cur = t.user + t.system
+        except psutil.Error:
+            pass  # exited: keep the last reading
+
+    def _retire(self) -> None:
+        with self._lock:
+            self._proc = None
+            self._cpu_done += self._cpu_cur
+            self._cpu_cur = 0.0
