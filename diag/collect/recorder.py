@@ -1,11 +1,387 @@
-"""The in-process recorder that hooks write through (placeholder until hooks land)."""
+"""The in-process recorder: one per target process, written through by the hooks.
+
+Started by the bootstrap `sitecustomize` (diag/collect/bootstrap/) when
+`DIAG_RUN_DIR` is set; `active_recorder()` returns it (None outside
+`diag profile`). Standard library only: the recording side never imports
+pandas, plotly, textual or pyarrow.
+
+Options: `DIAG_OPTIONS` is a JSON object. Keys read here and by the hooks
+(unknown keys are kept in `recorder.options` for other collectors, e.g. the
+kernel windows' `kernel_windows`, `kernel_window_steps`):
+
+    hooks              true   install any in-process hook at all
+    torch              true   torch hooks (steps, copies, syncs, torch.load, torch.cuda.nvtx)
+    onnxruntime        true   onnxruntime hooks (steps, session creation)
+    nvtx               true   nvtx package hooks (ranges)
+    copies             true   Tensor.to/.cuda/.cpu/.copy_ copies (torch)
+    syncs              true   synchronizing calls (torch)
+    gc                 true   GC pauses through gc.callbacks
+    cuda_events        true   GPU time per step from torch.cuda.Event pairs
+    cuda_event_all     64     time every one of the first N CUDA steps ...
+    cuda_event_every   4      ... then 1 step in this many (gpu_ns = -1 on the others)
+    table_rows         50000  rows kept in full per table before sampling starts
+    flush_s            1.0    background flush interval (a killed target loses at most this)
+
+Bounded tables: after `table_rows` rows of a table, rows are kept 1 in 2
+(`weight` 2), after `table_rows` more kept rows 1 in 4, and so on up to 1 in
+1024: every table stays O(table_rows * log(rows seen)) rows. Every row of
+steps, copies, syncs, ranges and events carries `weight`: how many real rows it
+stands for (1 for rows kept in full), so counts and sums stay estimable with
+`sum(weight)`. One-off events (everything but `gc`) are never sampled. Step
+`seq` counts every step, so kept steps show the gaps.
+
+The meta table (`raw/meta.<pid>.jsonl`): each row is `ts_ns`, `pid` plus the
+keys learned at that moment (`python`, `executable`, `argv` at start; `torch`,
+`cuda_runtime` (torch.version.cuda: the CUDA runtime torch was built with),
+`cuda_available` when torch is imported; `onnxruntime`, `ort_device` for
+onnxruntime). Merge a process's rows in order; later keys win.
+
+Contract for the kernel windows (diag/collect/kernel_windows.py):
+  - `recorder.on_step_end`: list of callables; each is called as `cb(seq)` on
+    the step's own thread right after every outermost step returns (also when
+    it raised), after its row is queued. An exception in a callback becomes a
+    `note` event and the callback is dropped.
+  - `recorder.in_window`: bool; set it True while the profiler is on. A step
+    that starts while it is True is written with `in_window: true`.
+  - `recorder.event(kind, name, ts_ns, dur_ns, **detail)` writes an event row
+    (e.g. kind `window`).
+"""
 
 from __future__ import annotations
 
+import atexit
+import collections
+import itertools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
-_ACTIVE: Any = None
+from diag.store.jsonl import JsonlWriter
+
+TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "hooks": True,
+    "torch": True,
+    "onnxruntime": True,
+    "nvtx": True,
+    "copies": True,
+    "syncs": True,
+    "gc": True,
+    "cuda_events": True,
+    "cuda_event_all": 64,
+    "cuda_event_every": 4,
+    "table_rows": 50_000,
+    "flush_s": 1.0,
+}
+
+MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
+
+_ACTIVE: Recorder | None = None
 
 
-def active_recorder() -> Any:
+def active_recorder() -> Recorder | None:
+    """The recorder of this process, or None when not run under `diag profile`."""
     return _ACTIVE
+
+
+class ThreadState(threading.local):
+    """Per-thread state the hooks share (class attributes are the defaults)."""
+
+    depth = 0        # >0 while inside an outermost step (module call / ORT run)
+    syncs = 0        # synchronizing calls made inside the current step
+    range_depth = 0  # open NVTX / diag ranges on this thread
+
+
+class Recorder:
+    """Holds one JSON-lines writer per table; hooks write rows through it."""
+
+    def __init__(self, run_dir: str, options: dict[str, Any] | None = None) -> None:
+        self.run_dir = run_dir
+        self.options: dict[str, Any] = {**DEFAULT_OPTIONS, **(options or {})}
+        self.pid = os.getpid()
+        self.state = ThreadState()
+        self.in_window = False
+        self.on_step_end: list[Callable[[int], None]] = []
+        self._seq = itertools.count()
+        self._writers: dict[str, JsonlWriter] = {}
+        self._writers_lock = threading.Lock()
+        # Rows wait here (deque append/popleft are thread-safe) and are turned
+        # into JSON by the flusher thread, off the target's hot path.
+        self._pending: dict[str, collections.deque[dict[str, Any]]] = {t: collections.deque() for t in TABLES}
+        self._max_pending = 20_000
+        self._seen: dict[str, int] = {}
+        self._full = max(1, int(self.options["table_rows"]))
+        self._gc_pending: list[tuple[int, int, int, int, int]] = []
+        self._gc_start = 0
+        self._gc_start_wall = 0
+        self.flush_hooks: list[Callable[[bool], None]] = []  # called with final=True at exit
+        self._closed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- writing -------------------------------------------------------------
+
+    def _writer(self, table: str) -> JsonlWriter:
+        w = self._writers.get(table)
+        if w is None:
+            with self._writers_lock:
+                w = self._writers.get(table)
+                if w is None:
+                    # Our own flusher thread flushes by time, so the writer only by size.
+                    w = JsonlWriter(self.run_dir, table, flush_rows=256, flush_s=1e9)
+                    self._writers[table] = w
+        return w
+
+    def weight(self, table: str) -> int:
+        """0 to drop this row, else how many rows it stands for (see module doc)."""
+        n = self._seen.get(table, 0)
+        self._seen[table] = n + 1  # a race between threads only miscounts by one
+        if n < self._full:
+            return 1
+        level = min(((n // self._full) + 1).bit_length() - 1, MAX_SAMPLE_LEVEL)
+        k = 1 << level
+        return k if n % k == 0 else 0
+
+    def write(self, table: str, row: dict[str, Any]) -> None:
+        """Append a finished row (pid is added here). Never raises."""
+        if self._closed:
+            return
+        row["pid"] = self.pid
+        buf = self._pending.get(table)
+        if buf is None:
+            buf = self._pending.setdefault(table, collections.deque())
+        buf.append(row)
+        if len(buf) >= self._max_pending:
+            self._drain(table)
+
+    def _drain(self, table: str) -> None:
+        buf = self._pending[table]
+        if not buf:
+            return
+        try:
+            w = self._writer(table)
+            while True:
+                try:
+                    row = buf.popleft()
+                except IndexError:
+                    break
+                w.write(row)
+        except Exception:  # noqa: BLE001 - never hurt the target: a failing disk loses rows
+            pass
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def event(self, kind: str, name: str = "", ts_ns: int | None = None, dur_ns: int = 0,
+              weight: int = 1, tid: int | None = None, **detail: Any) -> None:
+        """Write an `events` row; `detail` becomes its JSON `detail` column."""
+        self.write("events", {
+            "ts_ns": time.time_ns() if ts_ns is None else ts_ns, "dur_ns": dur_ns,
+            "tid": threading.get_native_id() if tid is None else tid, "kind": kind, "name": name,
+            "detail": json.dumps(detail, default=str), "weight": weight,
+        })
+
+    def note(self, name: str, reason: str) -> None:
+        """Something could not be hooked or recorded: say why, and go on."""
+        self.event("note", name, reason=reason)
+
+    def range(self, name: str, ts_ns: int, dur_ns: int, source: str = "diag", domain: str = "",
+              depth: int = -1, tid: int | None = None) -> None:
+        """One finished range (NVTX or diag.request/stage). depth -1: unknown."""
+        w = self.weight("ranges")
+        if not w:
+            return
+        self.write("ranges", {
+            "ts_ns": ts_ns, "dur_ns": dur_ns, "tid": threading.get_native_id() if tid is None else tid,
+            "name": name, "kind": "request" if name == "request" else "stage", "source": source,
+            "domain": domain or "", "depth": depth, "weight": w,
+        })
+
+    def meta(self, **values: Any) -> None:
+        """A meta row: versions and facts about this process (see module doc)."""
+        self.write("meta", {"ts_ns": time.time_ns(), **values})
+
+    def step_ended(self, seq: int) -> None:
+        """Run the on_step_end callbacks (kernel windows); never raises."""
+        for cb in list(self.on_step_end):
+            try:
+                cb(seq)
+            except Exception as exc:  # noqa: BLE001
+                try:
+                    self.on_step_end.remove(cb)
+                except ValueError:
+                    pass
+                self.note("on_step_end", f"callback {getattr(cb, '__qualname__', cb)!r} failed: {exc!r}")
+
+    # -- GC pauses -----------------------------------------------------------
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        # Runs inside the collector: only take times and append (no locks, no I/O).
+        if phase == "start":
+            self._gc_start_wall = time.time_ns()
+            self._gc_start = time.perf_counter_ns()
+        elif self._gc_start:
+            self._gc_pending.append((self._gc_start_wall, time.perf_counter_ns() - self._gc_start,
+                                     threading.get_native_id(), info.get("generation", -1),
+                                     info.get("collected", 0)))
+            self._gc_start = 0
+
+    def _drain_gc(self) -> None:
+        pending, self._gc_pending = self._gc_pending, []
+        for ts, dur, tid, gen, collected in pending:
+            w = self.weight("gc")
+            if w:
+                self.event("gc", f"gen{gen}", ts_ns=ts, dur_ns=dur, weight=w, tid=tid,
+                           generation=gen, collected=collected)
+
+    # -- flushing and lifetime -----------------------------------------------
+
+    def flush(self, final: bool = False) -> None:
+        """Write out everything buffered. Never raises."""
+        for hook in list(self.flush_hooks):
+            try:
+                hook(final)
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            self._drain_gc()
+        except Exception:  # noqa: BLE001
+            pass
+        for table in list(self._pending):
+            self._drain(table)
+        for w in list(self._writers.values()):
+            w.flush()
+
+    def _flush_loop(self) -> None:
+        interval = float(self.options.get("flush_s") or 1.0)
+        while not self._stop.wait(interval):
+            self.flush()
+
+    def close(self) -> None:
+        """Final flush (atexit)."""
+        if self._closed:
+            return
+        self.flush(final=True)
+        self._closed = True
+        self._stop.set()
+        for w in list(self._writers.values()):
+            w.close()
+
+    def start(self) -> None:
+        """Begin recording: process facts, GC callback, flusher, exit handlers."""
+        self.meta(python=sys.version.split()[0], executable=sys.executable, argv=sys.argv,
+                  diag_options=self.options)
+        start = process_start_ns()
+        if start:
+            self.event("process_start", "interpreter", ts_ns=start, dur_ns=max(0, time.time_ns() - start),
+                       ppid=os.getppid(), executable=sys.executable)
+        if self.options.get("gc", True):
+            import gc
+
+            gc.callbacks.append(self._on_gc)
+        atexit.register(self.close)
+        self._start_thread()
+        _install_sigterm_flush(self)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_child)
+
+    def _start_thread(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._flush_loop, name="diag-flush", daemon=True)
+        self._thread.start()
+
+    def _after_fork_child(self) -> None:
+        # A forked child (DataLoader worker, multiprocessing) gets its own files;
+        # buffered rows belong to the parent, which writes them.
+        for w in self._writers.values():
+            try:
+                os.close(w._fd)
+            except OSError:
+                pass
+        self._writers = {}
+        self._writers_lock = threading.Lock()
+        self._pending = {t: collections.deque() for t in TABLES}
+        self._seen = {}
+        self._gc_pending = []
+        self.pid = os.getpid()
+        self.meta(python=sys.version.split()[0], forked_from=os.getppid())
+        self._start_thread()
+
+
+def process_start_ns() -> int | None:
+    """The interpreter's start time (ns since the epoch) from /proc, or None."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read().decode()
+        with open("/proc/uptime", "rb") as f:
+            uptime_s = float(f.read().split()[0])
+        start_ticks = int(stat[stat.rindex(")") + 2:].split()[19])  # field 22: starttime
+        age_s = uptime_s - start_ticks / os.sysconf("SC_CLK_TCK")
+        return time.time_ns() - int(max(0.0, age_s) * 1e9)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _install_sigterm_flush(rec: Recorder) -> None:
+    """On SIGTERM (left at its default), flush, then die by SIGTERM as before."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def on_term(signum: int, frame: Any) -> None:
+            rec.close()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, on_term)
+    except (ValueError, OSError, AttributeError):
+        pass
+
+
+def _options_from_env() -> tuple[dict[str, Any], str | None]:
+    raw = os.environ.get("DIAG_OPTIONS", "")
+    if not raw:
+        return {}, None
+    try:
+        opts = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"DIAG_OPTIONS is not JSON ({exc}); using defaults"
+    if not isinstance(opts, dict):
+        return {}, "DIAG_OPTIONS is not a JSON object; using defaults"
+    return opts, None
+
+
+def start_from_env() -> Recorder | None:
+    """Create and start this process's recorder from DIAG_RUN_DIR / DIAG_OPTIONS.
+
+    Called once by the bootstrap sitecustomize. Returns None when DIAG_RUN_DIR
+    is unset. Hook installation failures become `note` events.
+    """
+    global _ACTIVE
+    run_dir = os.environ.get("DIAG_RUN_DIR")
+    if not run_dir:
+        return None
+    if _ACTIVE is not None:
+        return _ACTIVE
+    options, problem = _options_from_env()
+    rec = Recorder(run_dir, options)
+    _ACTIVE = rec
+    rec.start()
+    if problem:
+        rec.note("options", problem)
+    if rec.options.get("hooks", True):
+        try:
+            from diag.collect.hooks import install_import_hooks
+
+            install_import_hooks(rec)
+        except Exception as exc:  # noqa: BLE001
+            rec.note("hooks", f"import hooks not installed: {exc!r}")
+    return rec

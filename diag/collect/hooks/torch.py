@@ -1,0 +1,469 @@
+"""torch hooks: steps, copies, syncs, torch.load and torch.cuda.nvtx ranges.
+
+Installed by diag.collect.hooks right after the target imports torch.
+
+- Steps: `torch.nn.Module.__call__` is replaced by a thin wrapper. Only the
+  OUTERMOST module call of a thread is a step; a nested call costs one
+  thread-local read and goes straight to the original (no global forward
+  hooks, so torch keeps its fast path). On CUDA, a `torch.cuda.Event` pair is
+  recorded around the step without synchronizing; the pair is resolved later
+  with `Event.query()` (on later steps, by the flusher, blocking only at exit)
+  and the step row is written then with `gpu_ns` (span from the step's first
+  to its last GPU work on the current stream). Steps are timed with events for
+  the first `cuda_event_all` CUDA steps, then 1 in `cuda_event_every`;
+  others have `gpu_ns = -1`. No events while a CUDA graph is being captured.
+- Kernel windows contract: after every outermost step, `rec.step_ended(seq)`
+  runs `rec.on_step_end` callbacks on this thread; a step starting while
+  `rec.in_window` is True is written with `in_window: true`
+  (see diag/collect/recorder.py).
+- Copies: `Tensor.to`, `Tensor.cuda`, `Tensor.cpu`, `Tensor.copy_`; only real
+  cross-device copies (CPU<->CUDA, or between two GPUs) become rows. A
+  blocking device-to-host copy is also a sync (api `Tensor.to`, `Tensor.cpu`,
+  `Tensor.copy_`).
+- Syncs: `torch.cuda.synchronize`, `Tensor.item` / `Tensor.tolist` on CUDA
+  tensors, `torch.cuda.Event.synchronize`, `torch.cuda.Stream.synchronize`.
+- `torch.load`: a `model_load` event with the file and its size.
+- `torch.cuda.nvtx.range_push/range_pop/range_start/range_end` (and so
+  `torch.cuda.nvtx.range`, which calls them) become ranges with source
+  `torch.cuda.nvtx`; `mark` becomes a `mark` event. The originals are always
+  called, so Nsight Systems still sees them.
+Compiled code (torch.compile) bypasses these Python entry points inside its
+graphs; the outermost call of a compiled module is still a step.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import threading
+import time
+from typing import Any
+
+_time_ns = time.time_ns
+_perf_ns = time.perf_counter_ns
+_tid = threading.get_native_id
+_MAX_SHAPES = 8
+_MAX_PENDING = 256  # CUDA event pairs waiting to complete
+
+
+def _tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
+    """Tensor inputs: positional, keyword, and one level into lists/tuples/dicts."""
+    found: list[Any] = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, tensor_type):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value[:_MAX_SHAPES] if isinstance(v, tensor_type))
+        elif isinstance(value, dict):
+            found.extend(v for v in list(value.values())[:_MAX_SHAPES] if isinstance(v, tensor_type))
+        if len(found) >= _MAX_SHAPES:
+            break
+    return found[:_MAX_SHAPES]
+
+
+def _shapes(tensors: list[Any]) -> str:
+    return "[" + ",".join("[" + ",".join(str(d) for d in t.shape) + "]" for t in tensors) + "]"
+
+
+def _non_blocking(args: tuple, kwargs: dict) -> bool:
+    # In every Tensor.to / .cuda signature the first positional bool is non_blocking.
+    if "non_blocking" in kwargs:
+        return bool(kwargs["non_blocking"])
+    for a in args:
+        if isinstance(a, bool):
+            return a
+    return False
+
+
+def _nbytes(t: Any) -> int:
+    try:
+        return int(t.nelement() * t.element_size())
+    except Exception:  # noqa: BLE001
+        return -1
+
+
+def _pinned(t: Any) -> bool | None:
+    try:
+        return bool(t.is_pinned())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _file_info(f: Any) -> dict[str, Any]:
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            path = os.fspath(f)
+            return {"file": str(path), "bytes": os.path.getsize(path)}
+        name = getattr(f, "name", None) or type(f).__name__
+        try:
+            size = os.fstat(f.fileno()).st_size
+        except Exception:  # noqa: BLE001 - BytesIO and friends
+            size = f.getbuffer().nbytes if hasattr(f, "getbuffer") else -1
+        return {"file": str(name), "bytes": size}
+    except Exception:  # noqa: BLE001
+        return {"file": "?", "bytes": -1}
+
+
+class TorchHooks:
+    """Holds the originals and the per-process state of the torch hooks."""
+
+    def __init__(self, rec: Any, torch: Any) -> None:
+        self.rec = rec
+        self.torch = torch
+        self.state = rec.state
+        self.opts = rec.options
+        self.pending: collections.deque[tuple[dict[str, Any], Any, Any]] = collections.deque()
+        self.free_events: list[tuple[Any, Any]] = []
+        self.lock = threading.Lock()
+        self.cuda_steps = 0
+        self.nvtx_local = threading.local()
+        self.nvtx_started: dict[Any, tuple[str, int, int]] = {}
+
+    # -- install ---------------------------------------------------------------
+
+    def install(self) -> None:
+        torch, rec = self.torch, self.rec
+        rec.meta(torch=str(torch.__version__), cuda_runtime=getattr(torch.version, "cuda", None),
+                 hip=getattr(torch.version, "hip", None))
+        self._try("steps", self._install_steps)
+        if self.opts.get("copies", True):
+            self._try("copies", self._install_copies)
+        if self.opts.get("syncs", True):
+            self._try("syncs", self._install_syncs)
+        self._try("torch.load", self._install_load)
+        if self.opts.get("nvtx", True):
+            self._try("torch.cuda.nvtx", self._install_nvtx)
+        rec.flush_hooks.append(lambda final: self.resolve(block=final))
+        atexit.register(self.resolve, True)  # after torch's own import: runs before CUDA teardown
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_child)
+
+    def _try(self, what: str, fn: Any) -> None:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - a torch version without this entry point
+            self.rec.note(f"hooks.torch.{what}", f"not hooked: {exc!r}")
+
+    def _after_fork_child(self) -> None:
+        self.pending = collections.deque()
+        self.free_events = []
+        self.lock = threading.Lock()
+
+    # -- steps -----------------------------------------------------------------
+
+    def _install_steps(self) -> None:
+        Module = self.torch.nn.Module
+        orig_call = Module.__call__
+        state = self.state
+        step = self._step
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if state.depth:
+                return orig_call(self, *args, **kwargs)
+            return step(orig_call, self, args, kwargs)
+
+        __call__.__wrapped__ = orig_call  # type: ignore[attr-defined]
+        __call__.__qualname__ = "Module.__call__"
+        Module.__call__ = __call__
+
+    def _step(self, orig_call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
+        rec, state = self.rec, self.state
+        seq = rec.next_seq()
+        weight = rec.weight("steps")
+        state.syncs = 0
+        if not weight:  # sampled out: no bookkeeping beyond the count
+            state.depth = 1
+            try:
+                return orig_call(mod, *args, **kwargs)
+            finally:
+                state.depth = 0
+                if seq == 0:
+                    rec.event("first_step", type(mod).__name__)
+                if rec.on_step_end:
+                    rec.step_ended(seq)
+        row: dict[str, Any] | None = None
+        events = None
+        try:
+            row = self._step_row(mod, args, kwargs, seq, weight)
+            if row["device"].startswith("cuda") or (row["device"] == "" and self._cuda_initialized()):
+                events = self._start_events()
+        except Exception:  # noqa: BLE001 - never hurt the target
+            pass
+        state.depth = 1
+        ts = _time_ns()
+        t0 = _perf_ns()
+        try:
+            return orig_call(mod, *args, **kwargs)
+        finally:
+            dur = _perf_ns() - t0
+            state.depth = 0
+            self._step_done(row, events, ts, dur, seq, mod)
+
+    def _step_row(self, mod: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> dict[str, Any]:
+        tensors = _tensors(args, kwargs, self.torch.Tensor)
+        if tensors:
+            first = tensors[0]
+            batch = int(first.shape[0]) if first.dim() > 0 else -1
+            dtype = str(first.dtype).replace("torch.", "")
+            device = str(first.device)
+        else:
+            batch, dtype, device = -1, "", ""
+            for p in mod.parameters():
+                device = str(p.device)
+                break
+        return {"ts_ns": 0, "dur_ns": 0, "tid": _tid(), "source": "torch", "model": type(mod).__name__,
+                "batch": batch, "shapes": _shapes(tensors), "dtype": dtype, "device": device,
+                "gpu_ns": -1, "syncs": 0, "seq": seq, "in_window": bool(self.rec.in_window),
+                "weight": weight}
+
+    def _step_done(self, row: dict[str, Any] | None, events: Any, ts: int, dur: int, seq: int,
+                   mod: Any) -> None:
+        rec = self.rec
+        try:
+            if row is not None:
+                row["ts_ns"] = ts
+                row["dur_ns"] = dur
+                row["syncs"] = self.state.syncs
+                if events is not None:
+                    events[1].record()
+                    with self.lock:
+                        self.pending.append((row, events[0], events[1]))
+                    self.resolve()
+                else:
+                    rec.write("steps", row)
+            if seq == 0:
+                rec.event("first_step", type(mod).__name__, ts_ns=ts, dur_ns=dur)
+        except Exception:  # noqa: BLE001
+            pass
+        if rec.on_step_end:
+            rec.step_ended(seq)
+
+    def _cuda_initialized(self) -> bool:
+        try:
+            return bool(self.torch.cuda.is_initialized())
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _start_events(self) -> tuple[Any, Any] | None:
+        """A recorded start event and its end event, when this step is to be timed."""
+        if not self.opts.get("cuda_events", True):
+            return None
+        n = self.cuda_steps
+        self.cuda_steps = n + 1
+        every = max(1, int(self.opts.get("cuda_event_every", 4)))
+        if n >= int(self.opts.get("cuda_event_all", 64)) and n % every:
+            return None
+        cuda = self.torch.cuda
+        if cuda.is_current_stream_capturing():
+            return None  # an event recorded into a CUDA graph capture cannot be queried
+        pair = self.free_events.pop() if self.free_events else (
+            cuda.Event(enable_timing=True), cuda.Event(enable_timing=True))
+        pair[0].record()
+        return pair
+
+    def resolve(self, block: bool = False) -> None:
+        """Write the step rows whose CUDA events have completed (all of them if block)."""
+        if not self.pending:
+            return
+        with self.lock:
+            while self.pending:
+                row, start, end = self.pending[0]
+                try:
+                    if len(self.pending) > _MAX_PENDING:
+                        pass  # too far behind: give up on the oldest
+                    elif block:
+                        end.synchronize()
+                    elif not end.query():
+                        break
+                    row["gpu_ns"] = int(start.elapsed_time(end) * 1e6)
+                    self.free_events.append((start, end))
+                except Exception:  # noqa: BLE001 - not completed or CUDA gone: unknown
+                    row["gpu_ns"] = -1
+                self.pending.popleft()
+                self.rec.write("steps", row)
+
+    # -- copies and syncs ---------------------------------------------------------
+
+    def _sync(self, api: str, ts: int, dur: int) -> None:
+        state = self.state
+        in_step = state.depth > 0
+        if in_step:
+            state.syncs += 1
+        w = self.rec.weight("syncs")
+        if w:
+            self.rec.write("syncs", {"ts_ns": ts, "dur_ns": dur, "tid": _tid(), "api": api,
+                                     "in_step": in_step, "weight": w})
+
+    def _copy(self, api: str, src: Any, dst: Any, non_blocking: bool, ts: int, dur: int) -> None:
+        """Record src -> dst if it crossed devices (and a sync for a blocking d2h)."""
+        src_cuda, dst_cuda = src.is_cuda, dst.is_cuda
+        if src_cuda == dst_cuda and (not src_cuda or src.get_device() == dst.get_device()):
+            return
+        if dst_cuda and not src_cuda:
+            direction, pinned = "h2d", _pinned(src)
+        elif src_cuda and not dst_cuda:
+            direction, pinned = "d2h", _pinned(dst)
+        else:
+            direction, pinned = "d2d", None
+        w = self.rec.weight("copies")
+        if w:
+            self.rec.write("copies", {
+                "ts_ns": ts, "dur_ns": dur, "tid": _tid(), "api": api, "direction": direction,
+                "bytes": _nbytes(dst), "pinned": pinned, "non_blocking": bool(non_blocking),
+                "in_step": self.state.depth > 0, "weight": w})
+        if direction == "d2h" and not non_blocking:
+            self._sync(f"Tensor.{api}", ts, dur)
+
+    def _install_copies(self) -> None:
+        Tensor = self.torch.Tensor
+        copy = self._copy
+
+        def wrap_move(api: str) -> None:
+            orig = getattr(Tensor, api)
+
+            def moved(self: Any, *args: Any, **kwargs: Any) -> Any:
+                ts = _time_ns()
+                t0 = _perf_ns()
+                out = orig(self, *args, **kwargs)
+                if out is not self:
+                    try:
+                        copy(api, self, out, _non_blocking(args, kwargs), ts, _perf_ns() - t0)
+                    except Exception:  # noqa: BLE001
+                        pass
+                return out
+
+            moved.__wrapped__ = orig  # type: ignore[attr-defined]
+            moved.__name__ = moved.__qualname__ = api
+            setattr(Tensor, api, moved)
+
+        for api in ("to", "cuda", "cpu"):
+            wrap_move(api)
+
+        orig_copy = Tensor.copy_
+
+        def copy_(self: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
+            ts = _time_ns()
+            t0 = _perf_ns()
+            out = orig_copy(self, src, *args, **kwargs)
+            if isinstance(src, Tensor):
+                try:
+                    copy("copy_", src, self, _non_blocking(args, kwargs), ts, _perf_ns() - t0)
+                except Exception:  # noqa: BLE001
+                    pass
+            return out
+
+        copy_.__wrapped__ = orig_copy  # type: ignore[attr-defined]
+        Tensor.copy_ = copy_
+
+    def _install_syncs(self) -> None:
+        torch = self.torch
+        sync = self._sync
+
+        def timed(api: str, orig: Any, only_cuda_self: bool = False) -> Any:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if only_cuda_self and not args[0].is_cuda:
+                    return orig(*args, **kwargs)
+                ts = _time_ns()
+                t0 = _perf_ns()
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    sync(api, ts, _perf_ns() - t0)
+
+            wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+            wrapper.__name__ = wrapper.__qualname__ = api.rsplit(".", 1)[-1]
+            wrapper.__doc__ = getattr(orig, "__doc__", None)
+            return wrapper
+
+        torch.cuda.synchronize = timed("torch.cuda.synchronize", torch.cuda.synchronize)
+        torch.Tensor.item = timed("Tensor.item", torch.Tensor.item, only_cuda_self=True)
+        torch.Tensor.tolist = timed("Tensor.tolist", torch.Tensor.tolist, only_cuda_self=True)
+        torch.cuda.Event.synchronize = timed("Event.synchronize", torch.cuda.Event.synchronize)
+        torch.cuda.Stream.synchronize = timed("Stream.synchronize", torch.cuda.Stream.synchronize)
+
+    # -- model loading --------------------------------------------------------------
+
+    def _install_load(self) -> None:
+        torch, rec = self.torch, self.rec
+        orig_load = torch.load
+
+        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+            ts = _time_ns()
+            t0 = _perf_ns()
+            try:
+                return orig_load(f, *args, **kwargs)
+            finally:
+                try:
+                    rec.event("model_load", "torch.load", ts_ns=ts, dur_ns=_perf_ns() - t0, **_file_info(f))
+                except Exception:  # noqa: BLE001
+                    pass
+
+        load.__wrapped__ = orig_load  # type: ignore[attr-defined]
+        load.__doc__ = orig_load.__doc__
+        torch.load = load
+
+    # -- torch.cuda.nvtx ----------------------------------------------------------------
+
+    def _stack(self) -> list[tuple[str, int, int]]:
+        stack = getattr(self.nvtx_local, "stack", None)
+        if stack is None:
+            stack = self.nvtx_local.stack = []
+        return stack
+
+    def _install_nvtx(self) -> None:
+        nvtx = self.torch.cuda.nvtx
+        rec, state = self.rec, self.state
+        orig_push, orig_pop = nvtx.range_push, nvtx.range_pop
+        orig_start, orig_end, orig_mark = nvtx.range_start, nvtx.range_end, nvtx.mark
+        started = self.nvtx_started
+
+        def range_push(msg: Any) -> Any:
+            stack = self._stack()
+            stack.append((str(msg), _time_ns(), state.range_depth))
+            state.range_depth += 1
+            try:
+                return orig_push(msg)
+            except BaseException:
+                stack.pop()
+                state.range_depth -= 1
+                raise
+
+        def range_pop() -> Any:
+            out = orig_pop()
+            stack = self._stack()
+            if stack:
+                name, ts, depth = stack.pop()
+                state.range_depth = depth
+                rec.range(name, ts, _time_ns() - ts, source="torch.cuda.nvtx", depth=depth)
+            return out
+
+        def range_start(msg: Any) -> Any:
+            rid = orig_start(msg)
+            started[rid] = (str(msg), _time_ns(), _tid())
+            return rid
+
+        def range_end(range_id: Any) -> Any:
+            out = orig_end(range_id)
+            got = started.pop(range_id, None)
+            if got is not None:
+                rec.range(got[0], got[1], _time_ns() - got[1], source="torch.cuda.nvtx", depth=0)
+            return out
+
+        def mark(msg: Any) -> Any:
+            out = orig_mark(msg)
+            rec.event("mark", str(msg), source="torch.cuda.nvtx")
+            return out
+
+        for fn, orig in ((range_push, orig_push), (range_pop, orig_pop), (range_start, orig_start),
+                         (range_end, orig_end), (mark, orig_mark)):
+            fn.__wrapped__ = orig  # type: ignore[attr-defined]
+            fn.__doc__ = orig.__doc__
+            setattr(nvtx, orig.__name__, fn)
+
+
+def install(rec: Any, torch: Any) -> TorchHooks:
+    """Hook an imported torch module (see the module docstring)."""
+    hooks = TorchHooks(rec, torch)
+    hooks.install()
+    return hooks
