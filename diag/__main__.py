@@ -1,0 +1,7 @@
+"""python -m diag"""
+
+import sys
+
+from diag.cli import main
+
+sys.exit(main())
