@@ -14,6 +14,7 @@ have no base: the caller passes the window's recorded start (`ts_ns` of its
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import re
@@ -78,11 +79,13 @@ class KinetoTables:
 
 
 def load_trace(path: str) -> dict[str, Any]:
-    """Read a chrome-trace JSON (object with traceEvents, or a bare event list).
+    """Read a chrome-trace JSON (object with traceEvents, or a bare event list; gzip allowed).
 
     Raises ValueError/OSError on an unreadable file; callers decide how loud to be.
     """
     with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
         data = json.load(f)
     if isinstance(data, list):
         data = {"traceEvents": data}
