@@ -67,7 +67,22 @@ def _frame(name: str, rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame
     return df
 
 
+# Modules that register derived tables; imported on first use (they import this module).
+_PARSERS = ("diag.store.kineto", "diag.store.pyspy")
+
+
+def _load_parsers() -> None:
+    import importlib
+
+    for mod in _PARSERS:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError:  # TODO(lead): strict once diag.store.pyspy lands
+            pass
+
+
 def _raw_rows(run_dir: str, name: str) -> list[dict[str, Any]]:
+    _load_parsers()
     if name in _DERIVED:
         return _DERIVED[name](run_dir)
     rows: list[dict[str, Any]] = []
