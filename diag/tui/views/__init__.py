@@ -1,0 +1,1 @@
+"""The TUI's views, one module each, in tab order."""

@@ -1,0 +1,67 @@
+"""Kernels: top kernels, kernel categories and memcpy kinds from the kernel windows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from diag.tui import fmt
+from diag.tui.source import Source
+from diag.tui.views.base import View
+from diag.tui.views.timeline import collector_note
+from diag.tui.widgets.frame_table import FrameTable
+from diag.tui.widgets.score_bars import bar
+
+
+@dataclass
+class KernelsData:
+    top: pd.DataFrame
+    categories: pd.DataFrame
+    memcpy: pd.DataFrame
+    note: str | None
+
+
+def categories_text(categories: pd.DataFrame, width: int = 24) -> Text:
+    """One line per kernel category: name, bar of its share of GPU time, share, total."""
+    text = Text(no_wrap=True, overflow="crop")
+    for i, row in enumerate(categories.itertuples(index=False)):
+        text.append(f"{row.category:<12} ")
+        text.append(bar(float(row.share), width), style="bold")
+        text.append(f" {float(row.share) * 100:5.1f}%  {fmt.seconds(float(row.total_ms) / 1e3):>9}  {int(row.count):,}")
+        if i < len(categories) - 1:
+            text.append("\n")
+    return text
+
+
+class KernelsView(View):
+    TITLE = "Kernels"
+    HELP = "GPU kernels seen in the short profiler windows: top kernels, categories, memcpy kinds. / filters."
+
+    def load(self, source: Source) -> KernelsData:
+        return KernelsData(source.kernel_summary(30), source.kernel_categories(), source.memcpy_kinds(),
+                           collector_note(source.manifest.get("collectors") or {}, "kernels", "kernel data"))
+
+    def show(self, data: KernelsData) -> None:
+        if data.top.empty and data.categories.empty:
+            self.mount(Static(data.note or "No kernels were recorded in this run's kernel windows.",
+                              classes="notice"))
+            return
+        body = VerticalScroll(id="kernels-body")
+        self.mount(body)
+        body.mount(Static("Top kernels", classes="section"))
+        body.mount(FrameTable(data.top, id="kernel-top", classes="fit", max_cell=48))
+        body.mount(Static("Categories (share of GPU time in the windows)", classes="section"))
+        body.mount(Static(categories_text(data.categories)))
+        body.mount(Static("Memory copies", classes="section"))
+        if data.memcpy.empty:
+            body.mount(Static("no memcpy in the kernel windows"))
+        else:
+            body.mount(FrameTable(data.memcpy, classes="fit"))
+
+    def apply_filter(self, text: str) -> str | None:
+        tables = list(self.query("#kernel-top").results(FrameTable))
+        return f"{tables[0].apply_filter(text)} kernels match" if tables else None

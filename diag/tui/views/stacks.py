@@ -1,0 +1,87 @@
+"""Stacks: the hottest Python frames by phase, inside vs outside the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pandas as pd
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
+
+from diag.analysis.tables import time_breakdown
+from diag.tui.source import Source
+from diag.tui.views.base import View
+from diag.tui.views.timeline import collector_note
+from diag.tui.widgets.frame_table import FrameTable
+from diag.tui.widgets.score_bars import bar
+
+ALL = "all phases"
+
+
+@dataclass
+class StacksData:
+    frames: pd.DataFrame
+    breakdown: pd.DataFrame
+    note: str | None
+
+
+def breakdown_text(breakdown: pd.DataFrame, width: int = 24) -> Text:
+    """One line per part of the steady state's time: name, bar, share."""
+    text = Text(no_wrap=True, overflow="crop")
+    for i, row in enumerate(breakdown.itertuples(index=False)):
+        text.append(f"{row.part:<19} ")
+        text.append(bar(float(row.share), width), style="bold")
+        text.append(f" {float(row.share) * 100:5.1f}%")
+        if i < len(breakdown) - 1:
+            text.append("\n")
+    return text
+
+
+class StacksView(View):
+    TITLE = "Stacks"
+    HELP = "Hottest leaf frames from py-spy samples, per phase, and whether each ran inside the model. p: next phase."
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("p", "next_phase", "Phase")]
+
+    def load(self, source: Source) -> StacksData:
+        d = source.diagnosis()
+        return StacksData(source.hot_frames(d.phases, 30), time_breakdown(d.metrics),
+                          collector_note(source.manifest.get("collectors") or {}, "stacks", "Python stacks"))
+
+    def show(self, data: StacksData) -> None:
+        self.data = data
+        if not data.breakdown.empty:
+            self.mount(Static("Steady-state time", classes="section"))
+            self.mount(Static(breakdown_text(data.breakdown), id="breakdown"))
+        if data.frames.empty:
+            self.mount(Static(data.note or "No stack samples in this run.", classes="problem"))
+            return
+        self.phases = [ALL, *dict.fromkeys(data.frames["phase"])]
+        self.phase = "steady" if "steady" in self.phases else ALL
+        self.mount(Static(id="phase-title", classes="section"))
+        self.mount(FrameTable(id="frames"))
+        self._fill()
+
+    def _fill(self) -> None:
+        df = self.data.frames
+        if self.phase != ALL:
+            df = df[df["phase"] == self.phase]
+        df = df.sort_values("self_s", ascending=False)
+        table = self.query_one("#frames", FrameTable)
+        table.set_frame(df.assign(where=df["in_model"].map({True: "model", False: "outside"})),
+                        ["frame", "where", "self_s", "share", "phase"])
+        if self.filter_text:
+            table.apply_filter(self.filter_text)
+        self.query_one("#phase-title", Static).update(f"Hottest frames · {self.phase} (p: next phase)")
+
+    def action_next_phase(self) -> None:
+        if getattr(self, "phases", None):
+            self.phase = self.phases[(self.phases.index(self.phase) + 1) % len(self.phases)]
+            self._fill()
+
+    def apply_filter(self, text: str) -> str | None:
+        self.filter_text = text
+        tables = list(self.query("#frames").results(FrameTable))
+        return f"{tables[0].apply_filter(text)} frames match" if tables else None

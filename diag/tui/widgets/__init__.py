@@ -1,0 +1,1 @@
+"""Small display widgets shared by the views."""

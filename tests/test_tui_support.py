@@ -1,0 +1,92 @@
+"""Shared fixtures for the TUI tests: runs on disk, canned diagnoses, an app in one line.
+
+Holds no tests itself. To add a fixture run (e.g. the recorded H200 run), put
+its directory under tests/data/ and add its name to RECORDED: the snapshot
+tests pick it up and diagnose it with diag.engine.diagnose.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from diag.engine.diagnosis import Diagnosis, Evidence, Finding, Phase, Recommendation
+from diag.store.run import open_run
+from diag.synthetic import write_synthetic_run
+from diag.tui import make_app
+from diag.tui.app import DiagApp
+from diag.tui.source import RunSource
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+SYNTHETIC = ("gpu_compute", "cpu_preprocess")
+RECORDED: tuple[str, ...] = ()  # directory names under tests/data/, e.g. "h200_encoder"
+FIXTURES = SYNTHETIC + tuple(name for name in RECORDED if os.path.isdir(os.path.join(DATA, name)))
+SIZE = (100, 30)
+
+
+def canned_diagnosis(scenario: str) -> Diagnosis:
+    """A hand-built Diagnosis for a synthetic scenario: fixed, so snapshots stay stable."""
+    phases = [Phase("startup", 0.0, 4.5), Phase("warmup", 4.5, 6.0), Phase("steady", 6.0, 20.0)]
+    if scenario == "gpu_compute":
+        scores = {"compute_bound": 0.82, "memory_bound": 0.18, "transfer_bound": 0.25, "launch_bound": 0.05,
+                  "cpu_bound": 0.3, "cold_start": 0.22}
+        metrics = {"steady.gpu_busy": 0.86, "steady.tensor_active": 0.55, "steady.sm_active": 0.78,
+                   "steady.dram_bw_util": 0.25, "steady.inside_model_share": 0.6,
+                   "steady.outside_model_share": 0.4, "steady.copy_share": 0.08, "steady.step_p50": 0.0031,
+                   "steady.throughput": 198.5}
+        findings = [
+            Finding("gpu.compute_saturated", "compute_bound", "high", "Tensor cores are busy most of the time",
+                    0.82, [Evidence("steady.tensor_active", 0.55, "ratio", "> 0.4"),
+                           Evidence("steady.sm_active", 0.78, "ratio", "> 0.6")],
+                    [Recommendation("Use a fused attention kernel and bf16 everywhere.",
+                                    "model = torch.compile(model, mode=\"max-autotune\")", "up to 1.3x")]),
+            Finding("copy.pageable_h2d", "transfer_bound", "medium", "Inputs are copied from pageable memory",
+                    0.25, [Evidence("steady.copy_share", 0.08, "ratio", "> 0.05")],
+                    [Recommendation("Pin the host buffers and copy without blocking.",
+                                    "x = x.pin_memory().to(\"cuda\", non_blocking=True)", "up to 8%")]),
+            Finding("startup.slow_import", "cold_start", "low", "Startup takes 4.5 s before the first step",
+                    0.22, [Evidence("startup.duration", 4.5, "s", "> 3")], []),
+        ]
+        units = {"steady.step_p50": "s", "steady.throughput": "steps/s"}
+    else:
+        scores = {"cpu_bound": 0.74, "io_bound": 0.12, "cold_start": 0.2}
+        metrics = {"steady.inside_model_share": 0.3, "steady.outside_model_share": 0.7,
+                   "steady.cpu_busy": 1.4, "steady.step_p50": 0.0015}
+        findings = [
+            Finding("cpu.preprocess_starves_model", "cpu_bound", "high",
+                    "70% of the stepping thread's time is spent outside the model", 0.74,
+                    [Evidence("steady.outside_model_share", 0.7, "ratio", "> 0.5")],
+                    [Recommendation("Move tokenization to DataLoader workers.",
+                                    "loader = DataLoader(ds, num_workers=4, pin_memory=True)", "up to 2.3x")]),
+            Finding("gpu.none", None, "info", "No GPU data: NVML driver not loaded", 0.0, [], []),
+        ]
+        units = {"steady.step_p50": "s", "steady.cpu_busy": "cores"}
+    for m in list(metrics):
+        units.setdefault(m, "ratio")
+    primary = max(scores, key=scores.get)
+    return Diagnosis(run={"command": ["python", "serve.py"]}, primary=primary, scores=scores, phases=phases,
+                     findings=findings, metrics=metrics, units=units)
+
+
+@pytest.fixture(scope="session")
+def tui_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Run directories by fixture name: the synthetic ones written once per session."""
+    root = tmp_path_factory.mktemp("tui_runs")
+    runs = {name: write_synthetic_run(str(root / name), 20.0, name) for name in SYNTHETIC}
+    runs.update({name: os.path.join(DATA, name) for name in FIXTURES if name not in runs})
+    return runs
+
+
+def app_for(runs: dict[str, str], name: str) -> DiagApp:
+    """The app on fixture `name`: canned diagnosis for synthetic runs, the real engine for recorded ones."""
+    run = open_run(runs[name])
+    return make_app(RunSource(run, canned_diagnosis(name) if name in SYNTHETIC else None))
+
+
+async def wait_loaded(pilot) -> None:  # noqa: ANN001
+    """Let every view loader finish and the screen settle."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
