@@ -183,9 +183,11 @@ def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
         hooks.update(status="unavailable",
                      reason="no Python process loaded diag's bootstrap (not a Python target?)")
         return
-    hooks["processes"] = len(metas)
-    target_versions = {k: v for k, v in metas[0].items() if k in ("python", "torch", "onnxruntime", "cuda_runtime")}
-    manifest["versions"]["target"] = target_versions
+    hooks["processes"] = len({m.get("pid") for m in metas})
+    target: dict[str, Any] = {}
+    for m in metas:  # one process's rows: interpreter first, then each library as it is imported
+        target.update({k: v for k, v in m.items() if k in ("python", "torch", "onnxruntime", "cuda_runtime") and v})
+    manifest["versions"]["target"] = target
 
 
 def _seal(run_dir: str, manifest: dict[str, Any]) -> None:
