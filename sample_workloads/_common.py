@@ -7,10 +7,10 @@ time is up or it gets SIGINT/SIGTERM, then prints one summary line and exits 0.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 
 def torch_sees_cuda() -> bool:
@@ -19,8 +19,12 @@ def torch_sees_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def parse_args(description: str, seconds: float = 20.0, cuda_available: Callable[[], bool] = torch_sees_cuda,
-               cuda_required: bool = True) -> argparse.Namespace:
+def parse_args(
+    description: str,
+    seconds: float = 20.0,
+    cuda_available: Callable[[], bool] = torch_sees_cuda,
+    cuda_required: bool = True,
+) -> argparse.Namespace:
     """Parse the common flags; `args.device` comes back as "cpu" or "cuda".
 
     `cuda_required=False` lets `--device cuda` through on a machine without a GPU
@@ -49,6 +53,11 @@ class Deadline:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop.set()
+
+    def restart(self, seconds: float) -> None:
+        """Start the clock again (signals already received still count)."""
+        self.start = time.perf_counter()
+        self.end = self.start + seconds
 
     def done(self) -> bool:
         return self.stop.is_set() or time.perf_counter() >= self.end

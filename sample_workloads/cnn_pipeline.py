@@ -21,10 +21,14 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 def small_cnn() -> nn.Module:
     def block(cin: int, cout: int) -> nn.Module:
-        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2))
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)
+        )
 
     stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU())
-    return nn.Sequential(stem, block(16, 16), block(16, 32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    return nn.Sequential(
+        stem, block(16, 16), block(16, 32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)
+    )
 
 
 def augment(frame: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -39,8 +43,9 @@ def augment(frame: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     y0, x0 = sy.astype(np.int32), sx.astype(np.int32)
     fy, fx = (sy - y0)[..., None], (sx - x0)[..., None]
     src = frame.astype(np.float32) / 255.0
-    img = ((1 - fy) * ((1 - fx) * src[y0, x0] + fx * src[y0, x0 + 1])
-           + fy * ((1 - fx) * src[y0 + 1, x0] + fx * src[y0 + 1, x0 + 1]))
+    img = (1 - fy) * ((1 - fx) * src[y0, x0] + fx * src[y0, x0 + 1]) + fy * (
+        (1 - fx) * src[y0 + 1, x0] + fx * src[y0 + 1, x0 + 1]
+    )
     if rng.random() < 0.5:
         img = img[:, ::-1]
     img = img * rng.uniform(0.8, 1.2, size=3).astype(np.float32) + np.float32(rng.uniform(-0.1, 0.1))
@@ -63,14 +68,24 @@ def main() -> None:
     steps = 0
     with torch.inference_mode():
         while not deadline.done():
-            frames = [np.frombuffer(raw[(steps * BATCH + i) % len(raw)], np.uint8).reshape(SOURCE_SIDE, SOURCE_SIDE, 3)
-                      for i in range(BATCH)]
+            frames = [
+                np.frombuffer(raw[(steps * BATCH + i) % len(raw)], np.uint8).reshape(
+                    SOURCE_SIDE, SOURCE_SIDE, 3
+                )
+                for i in range(BATCH)
+            ]
             batch = torch.from_numpy(np.stack([augment(f, rng) for f in frames])).to(args.device)
             classes = model(batch).argmax(dim=1).cpu()
             steps += 1
     sync(args.device)
-    summary("cnn_pipeline", args.device, steps * BATCH, "images", deadline.elapsed(),
-            f"last batch class 0 count {int((classes == 0).sum())}")
+    summary(
+        "cnn_pipeline",
+        args.device,
+        steps * BATCH,
+        "images",
+        deadline.elapsed(),
+        f"last batch class 0 count {int((classes == 0).sum())}",
+    )
 
 
 if __name__ == "__main__":

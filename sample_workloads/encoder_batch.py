@@ -40,8 +40,14 @@ def main() -> None:
             labels = model(batches[steps % len(batches)]).argmax(dim=1).cpu()
             steps += 1
     sync(args.device)
-    summary("encoder_batch", args.device, steps * batch, "sequences", deadline.elapsed(),
-            f"last batch positives {int(labels.sum())}")
+    summary(
+        "encoder_batch",
+        args.device,
+        steps * batch,
+        "sequences",
+        deadline.elapsed(),
+        f"last batch positives {int(labels.sum())}",
+    )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,14 @@ def main() -> None:
             brightness = model(frames[steps % 2]).mean(dim=(1, 2, 3)).cpu()
             steps += 1
     sync(args.device)
-    summary("image_enhance", args.device, steps * batch, "frames", deadline.elapsed(),
-            f"last mean brightness {float(brightness.mean()):.3f}")
+    summary(
+        "image_enhance",
+        args.device,
+        steps * batch,
+        "frames",
+        deadline.elapsed(),
+        f"last mean brightness {float(brightness.mean()):.3f}",
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,14 @@ def main() -> None:
             scores = model(features).squeeze(1).cpu()
             steps += 1
     sync(args.device)
-    summary("mlp_batch", args.device, steps * batch, "rows", deadline.elapsed(), f"mean score {float(scores.mean()):.3f}")
+    summary(
+        "mlp_batch",
+        args.device,
+        steps * batch,
+        "rows",
+        deadline.elapsed(),
+        f"mean score {float(scores.mean()):.3f}",
+    )
 
 
 if __name__ == "__main__":
