@@ -133,7 +133,6 @@ class HostSampler:
                 return
             self._writers = {t: JsonlWriter(run_dir, t) for t in ("host", "threads", "system")}
             self._tree = ProcessTree(root_pid)
-            self._last_sys = psutil.cpu_times()
             self._status = {"status": OK, "interval_s": self.interval_s}
             self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self._failed)
             self._loop.start()
@@ -175,14 +174,16 @@ class HostSampler:
     def _sample_system(self, ts: int) -> None:
         cur = psutil.cpu_times()
         prev, self._last_sys = self._last_sys, cur
-        total = sum(cur) - sum(prev)
+        total = sum(cur) - sum(prev) if prev is not None else 0.0
+        if total <= 0:  # first tick, or too soon for the kernel's 10 ms counters: no interval yet
+            return
         idle = cur.idle - prev.idle
         iowait = getattr(cur, "iowait", 0.0) - getattr(prev, "iowait", 0.0)
         mem = psutil.virtual_memory()
         self._writers["system"].write({
             "ts_ns": ts,
-            "cpu_pct": round(max(0.0, 100.0 * (total - idle - iowait) / total), 2) if total > 0 else None,
-            "iowait_pct": round(100.0 * iowait / total, 2) if total > 0 else None,
+            "cpu_pct": round(max(0.0, 100.0 * (total - idle - iowait) / total), 2),
+            "iowait_pct": round(100.0 * iowait / total, 2),
             # total - available: memory that cannot be reclaimed without swapping
             "mem_used_bytes": mem.total - mem.available,
             "mem_total_bytes": mem.total,
@@ -201,6 +202,9 @@ class HostSampler:
                 p = self._procs[pid] = psutil.Process(pid)
                 self._seen.add(pid)
             with p.oneshot():
+                # an exited process not yet reaped: its memory and counters read as zeros
+                if p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                    raise psutil.NoSuchProcess(pid)
                 row = self._process_row(p, pid, ts)
                 threads = _get(p.threads)
         except psutil.NoSuchProcess:  # gone (or a zombie) between the scan and now
