@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from diag.report import figures
+from diag.report.data import format_value
 
 PLOTLY_CONFIG = {"responsive": True, "displaylogo": False, "scrollZoom": False,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
@@ -30,6 +31,7 @@ def environment() -> Environment:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
     env.filters["pct"] = _pct
+    env.filters["bytes"] = _bytes
     return env
 
 
@@ -44,6 +46,10 @@ def _num(v: Any, digits: int = 3) -> str:
         return f"{float(v):.{digits}g}"
     except (TypeError, ValueError):
         return str(v)
+
+
+def _bytes(v: Any) -> str:
+    return "–" if v is None else format_value(v, "bytes")
 
 
 def _pct(v: Any) -> str:
