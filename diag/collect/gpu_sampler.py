@@ -49,7 +49,7 @@ GPM_COLUMNS = {
 }
 MIB = 1024 * 1024
 # GPM metrics over two samples closer than this are noise; such a tick leaves them null.
-GPM_MIN_GAP_S = 0.05
+GPM_MIN_GAP_S = 0.02
 
 # nvmlDeviceGetPcieThroughput blocks ~20 ms per call, so without GPM PCIe is
 # read only every this many seconds (null in the rows between).
@@ -239,6 +239,10 @@ class GpuSampler:
                 dev.unsupported.add(key)
             else:
                 self._errors.setdefault(fn_name, str(e))
+            return None
+        except Exception as e:  # noqa: BLE001 - a binding/driver mismatch costs one column, not the sampler
+            self._errors.setdefault(fn_name, f"{type(e).__name__}: {e}")
+            dev.unsupported.add(key)
             return None
 
     def tick(self) -> None:
