@@ -172,7 +172,6 @@ def test_rows_gpm_and_not_supported(tmp_path):
     with_gpm = [r for r in d0 if r["sm_active"] is not None]
     # every tick but the first has GPM values (a tick delayed by load may land too close to the last)
     assert len(with_gpm) == len(nvml.pairs) >= len(d0) - 3
-    assert d0[0]["sm_active"] is None  # the first tick comes right after the first sample
     for r, (_, k2) in zip(with_gpm, nvml.pairs, strict=True):
         assert r["sm_active"] == pytest.approx(pynvml.NVML_GPM_METRIC_SM_UTIL + k2 / 1000.0)
         assert r["dram_bw_util"] == pytest.approx(pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL + k2 / 1000.0)
