@@ -97,13 +97,13 @@ def test_scheduler_from_options() -> None:
     assert (s.windows, s.steps, s.after_steps, s.after_s) == (3, 2, 20, 3.0)
 
 
-def make(tmp_path, fail_on: str | None = None, cuda: bool = True, **sched: Any) -> tuple[FakeRecorder, KernelWindows]:
+def make(tmp_path, fail_on: str | None = None, cuda: bool = True, busy: bool = False, **sched: Any) -> tuple[FakeRecorder, KernelWindows]:
     rec = FakeRecorder(str(tmp_path))
     clock = iter(float(i) for i in range(10_000))
     s = WindowScheduler(installed_at=0.0, **{"windows": 2, "steps": 2, "after_steps": 3, "after_s": 0.0,
                                               "spacing_steps": 3, "spacing_s": 0.0, **sched})
     w = KernelWindows(rec, s, make_profiler=lambda: FakeProfiler(fail_on), cuda_ready=lambda: cuda,
-                      clock=lambda: next(clock))
+                      profiler_busy=lambda: busy, clock=lambda: next(clock))
     rec.on_step_end.append(w.on_step_end)
     return rec, w
 
@@ -149,6 +149,15 @@ def test_cpu_program_gets_no_window(tmp_path) -> None:
     assert w.scheduler.finished
 
 
+def test_program_with_its_own_profiler_is_left_alone(tmp_path) -> None:
+    rec, w = make(tmp_path, busy=True)
+    FakeProfiler.log.clear()
+    run_steps(rec, 20)
+    assert FakeProfiler.log == [] and w.scheduler.finished
+    (note,) = rec.table("events")
+    assert "its own profiler" in json.loads(note["detail"])["reason"]
+
+
 def test_close_at_exit_keeps_open_window(tmp_path) -> None:
     rec, w = make(tmp_path, windows=1, steps=50)
     run_steps(rec, 6)
@@ -180,7 +189,7 @@ def test_real_cpu_profiler_window(tmp_path) -> None:
     rec = FakeRecorder(str(tmp_path))
     s = WindowScheduler(installed_at=0.0, windows=1, steps=2, after_steps=1, after_s=0.0)
     w = KernelWindows(rec, s, make_profiler=lambda: tp.profile(activities=[tp.ProfilerActivity.CPU]),
-                      cuda_ready=lambda: True)
+                      cuda_ready=lambda: True)  # the real profiler_busy check runs here
     rec.on_step_end.append(w.on_step_end)
     x = torch.randn(4, 8)
     for seq in range(5):
@@ -194,3 +203,26 @@ def test_real_cpu_profiler_window(tmp_path) -> None:
     assert [r["name"] for r in ranges] == ["stage_a", "stage_a"]
     # The stages ran inside the window: after its start, before its stop.
     assert all(row["ts_ns"] - 10**6 <= r["ts_ns"] <= row["ts_ns"] + row["dur_ns"] + 10**6 for r in ranges)
+
+
+def test_with_the_real_recorder(tmp_path) -> None:
+    """Rows go through diag.collect.recorder.Recorder into raw/*.jsonl, and the kernels table reads back."""
+    from diag.collect.recorder import Recorder
+    from diag.store.jsonl import read_jsonl
+
+    rec = Recorder(str(tmp_path), {"kernel_window_after_steps": 2, "kernel_window_after_s": 0})
+    s = WindowScheduler.from_options(rec.options, installed_at=0.0)
+    w = KernelWindows(rec, s, make_profiler=FakeProfiler, cuda_ready=lambda: True, profiler_busy=lambda: False)
+    rec.on_step_end.append(w.on_step_end)
+    flags = []
+    for seq in range(12):
+        flags.append(rec.in_window)
+        rec.step_ended(seq)
+    rec.flush()
+    assert sum(flags) == 5
+    pid = os.getpid()
+    (row,) = read_jsonl(str(tmp_path / "raw" / f"windows.{pid}.jsonl"))
+    assert row["pid"] == pid and row["steps"] == 5 and row["trace"] == f"window0.{pid}.json"
+    events = read_jsonl(str(tmp_path / "raw" / f"events.{pid}.jsonl"))
+    assert [(e["kind"], e["name"]) for e in events] == [("window", "profiler_init"), ("window", "start"),
+                                                         ("window", "stop")]

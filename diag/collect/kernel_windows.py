@@ -149,6 +149,13 @@ def cuda_in_use() -> bool:
     return bool(torch.cuda.is_initialized())
 
 
+def profiler_in_use() -> bool:
+    """True when a profiler is already on (the program's own): then diag stays out of its way."""
+    import torch
+
+    return bool(torch.autograd._profiler_enabled())
+
+
 def cuda_built() -> str | None:
     """None when this torch can drive CUDA, else why not."""
     try:
@@ -166,12 +173,14 @@ class KernelWindows:
     def __init__(self, recorder: Any, scheduler: WindowScheduler,
                  make_profiler: Callable[[], Any] = _cuda_profiler,
                  cuda_ready: Callable[[], bool] = cuda_in_use,
+                 profiler_busy: Callable[[], bool] = profiler_in_use,
                  clock: Callable[[], float] = time.monotonic,
                  wall_ns: Callable[[], int] = time.time_ns) -> None:
         self.recorder = recorder
         self.scheduler = scheduler
         self.make_profiler = make_profiler
         self.cuda_ready = cuda_ready
+        self.profiler_busy = profiler_busy
         self.clock = clock
         self.wall_ns = wall_ns
         self.pid = os.getpid()
@@ -222,6 +231,9 @@ class KernelWindows:
                     # Warm-up is over and the program still has not touched CUDA: a CPU run.
                     self.scheduler.failed()
                     self.note("CUDA not initialised by the program: no kernel windows")
+                return
+            if action in (INIT, START) and self.profiler_busy():
+                self._abandon("the program runs its own profiler: no kernel windows")
                 return
             getattr(self, f"_{action}")(seq)
             self.scheduler.done(action, seq, self.clock())
