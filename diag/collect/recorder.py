@@ -108,7 +108,10 @@ class Recorder:
         self.state = ThreadState()
         self.in_window = False
         self.on_step_end: list[Callable[[int], None]] = []
-        self._seq = itertools.count()
+        self.seq_counter = itertools.count()  # step numbers of this process
+        # table -> fn(row) -> row, run by the flusher before a row is serialized
+        # (hooks defer formatting work off the target's hot path this way).
+        self.row_formatters: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self._writers: dict[str, JsonlWriter] = {}
         self._writers_lock = threading.Lock()
         # Rows wait here (deque append/popleft are thread-safe) and are turned
@@ -166,17 +169,18 @@ class Recorder:
             return
         try:
             w = self._writer(table)
+            fmt = self.row_formatters.get(table)
             while True:
                 try:
                     row = buf.popleft()
                 except IndexError:
                     break
-                w.write(row)
+                w.write(fmt(row) if fmt is not None else row)
         except Exception:  # noqa: BLE001 - never hurt the target: a failing disk loses rows
             pass
 
     def next_seq(self) -> int:
-        return next(self._seq)
+        return next(self.seq_counter)
 
     def event(self, kind: str, name: str = "", ts_ns: int | None = None, dur_ns: int = 0,
               weight: int = 1, tid: int | None = None, **detail: Any) -> None:

@@ -62,8 +62,15 @@ def _tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
     return found[:_MAX_SHAPES]
 
 
-def _shapes(tensors: list[Any]) -> str:
-    return "[" + ",".join("[" + ",".join(str(d) for d in t.shape) + "]" for t in tensors) + "]"
+def shapes_text(shapes: Any) -> str:
+    """`[[8,3,224,224]]` from a list of shapes (steps' `shapes` column)."""
+    if isinstance(shapes, str):
+        return shapes
+    return "[" + ",".join("[" + ",".join(str(d) for d in s) + "]" for s in shapes) + "]"
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+_CUDA_NAMES = [f"cuda:{i}" for i in range(64)]
 
 
 def _non_blocking(args: tuple, kwargs: dict) -> bool:
@@ -105,12 +112,18 @@ def _file_info(f: Any) -> dict[str, Any]:
         return {"file": "?", "bytes": -1}
 
 
+def _format_step(row: dict[str, Any]) -> dict[str, Any]:
+    row["shapes"] = shapes_text(row["shapes"])
+    return row
+
+
 class TorchHooks:
     """Holds the originals and the per-process state of the torch hooks."""
 
     def __init__(self, rec: Any, torch: Any) -> None:
         self.rec = rec
         self.torch = torch
+        rec.row_formatters["steps"] = _format_step
         self.state = rec.state
         self.opts = rec.options
         self.pending: collections.deque[tuple[dict[str, Any], Any, Any]] = collections.deque()
@@ -158,10 +171,20 @@ class TorchHooks:
         state = self.state
         step = self._step
 
-        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if state.depth:
-                return orig_call(self, *args, **kwargs)
-            return step(orig_call, self, args, kwargs)
+        if orig_call is getattr(Module, "_wrapped_call_impl", None) and hasattr(Module, "_call_impl"):
+            # Nested calls skip one frame: this is what _wrapped_call_impl does
+            # (torch 2.1+), so a nested call costs about one thread-local read.
+            def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if state.depth:
+                    if self._compiled_call_impl is not None:
+                        return self._compiled_call_impl(*args, **kwargs)
+                    return self._call_impl(*args, **kwargs)
+                return step(orig_call, self, args, kwargs)
+        else:
+            def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if state.depth:
+                    return orig_call(self, *args, **kwargs)
+                return step(orig_call, self, args, kwargs)
 
         __call__.__wrapped__ = orig_call  # type: ignore[attr-defined]
         __call__.__qualname__ = "Module.__call__"
@@ -169,7 +192,7 @@ class TorchHooks:
 
     def _step(self, orig_call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
         rec, state = self.rec, self.state
-        seq = rec.next_seq()
+        seq = next(rec.seq_counter)
         weight = rec.weight("steps")
         state.syncs = 0
         if not weight:  # sampled out: no bookkeeping beyond the count
@@ -178,15 +201,13 @@ class TorchHooks:
                 return orig_call(mod, *args, **kwargs)
             finally:
                 state.depth = 0
-                if seq == 0:
-                    rec.event("first_step", type(mod).__name__)
                 if rec.on_step_end:
                     rec.step_ended(seq)
         row: dict[str, Any] | None = None
         events = None
         try:
             row = self._step_row(mod, args, kwargs, seq, weight)
-            if row["device"].startswith("cuda") or (row["device"] == "" and self._cuda_initialized()):
+            if row["device"][:4] == "cuda" or (row["device"] == "" and self._cuda_initialized()):
                 events = self._start_events()
         except Exception:  # noqa: BLE001 - never hurt the target
             pass
@@ -200,20 +221,28 @@ class TorchHooks:
             state.depth = 0
             self._step_done(row, events, ts, dur, seq, mod)
 
+    def _device_name(self, t: Any) -> str:
+        if t.is_cuda:
+            return _CUDA_NAMES[t.get_device()] if t.get_device() < len(_CUDA_NAMES) else str(t.device)
+        return "cpu" if t.is_cpu else str(t.device)
+
     def _step_row(self, mod: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> dict[str, Any]:
         tensors = _tensors(args, kwargs, self.torch.Tensor)
         if tensors:
             first = tensors[0]
-            batch = int(first.shape[0]) if first.dim() > 0 else -1
-            dtype = str(first.dtype).replace("torch.", "")
-            device = str(first.device)
+            shape = first.shape
+            batch = int(shape[0]) if len(shape) else -1
+            dtype = _DTYPE_NAMES.get(first.dtype) or _DTYPE_NAMES.setdefault(
+                first.dtype, str(first.dtype).replace("torch.", ""))
+            device = self._device_name(first)
         else:
             batch, dtype, device = -1, "", ""
             for p in mod.parameters():
-                device = str(p.device)
+                device = self._device_name(p)
                 break
+        # Shapes stay torch.Size objects here; the flusher thread formats them (see shapes_text).
         return {"ts_ns": 0, "dur_ns": 0, "tid": _tid(), "source": "torch", "model": type(mod).__name__,
-                "batch": batch, "shapes": _shapes(tensors), "dtype": dtype, "device": device,
+                "batch": batch, "shapes": [t.shape for t in tensors], "dtype": dtype, "device": device,
                 "gpu_ns": -1, "syncs": 0, "seq": seq, "in_window": bool(self.rec.in_window),
                 "weight": weight}
 
