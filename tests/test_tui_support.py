@@ -7,7 +7,11 @@ tests pick it up and diagnose it with diag.engine.diagnose.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -81,12 +85,30 @@ def tui_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def app_for(runs: dict[str, str], name: str) -> DiagApp:
     """The app on fixture `name`: canned diagnosis for synthetic runs, the real engine for recorded ones."""
     run = open_run(runs[name])
-    return make_app(RunSource(run, canned_diagnosis(name) if name in SYNTHETIC else None))
+    app = make_app(RunSource(run, canned_diagnosis(name) if name in SYNTHETIC else None))
+    app.animation_level = "none"  # tab underline animations only slow the tests down
+    return app
 
 
-async def wait_loaded(pilot) -> None:  # noqa: ANN001
-    """Let every view loader finish and the screen settle."""
-    await pilot.app.workers.wait_for_complete()
+async def wait_loaded(pilot, timeout_s: float = 10.0) -> None:  # noqa: ANN001
+    """Wait until the current view has loaded and shown its data, and the screen has settled."""
+    app = pilot.app
+    for _ in range(int(timeout_s / 0.02)):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if app.current_view().ready:
+            break
+        await pilot.pause(0.02)
+    else:
+        raise AssertionError(f"{app.current_view().TITLE} did not load in {timeout_s} s")
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+
+
+def sync(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test with asyncio.run (no pytest async plugin is installed)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return wrapper

@@ -39,6 +39,7 @@ class DiagApp(App[int]):
     CSS_PATH: ClassVar[list[str]] = ["diag.tcss"]
     TITLE = "diag"
     ENABLE_COMMAND_PALETTE = False
+    AUTO_FOCUS = None  # views focus their own list once loaded; the hidden filter must never hold focus
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -64,7 +65,6 @@ class DiagApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#filter", Input).display = False
         self.current_view().ensure_loaded()
 
     def current_view(self) -> View:
@@ -112,6 +112,7 @@ class DiagApp(App[int]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.input.display = False
+        self.set_focus(None)
         self.current_view().focus_main()
 
     def action_close_filter(self) -> None:
@@ -122,6 +123,7 @@ class DiagApp(App[int]):
             view.apply_filter("")
             filt.value = ""
             filt.display = False
+            self.set_focus(None)
             view.focus_main()
 
 
