@@ -25,9 +25,9 @@ def small_cnn() -> nn.Module:
             nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)
         )
 
-    stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU())
+    stem = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), nn.ReLU())  # 4x4 patches
     return nn.Sequential(
-        stem, block(16, 16), block(16, 32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)
+        stem, block(8, 16), block(16, 32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)
     )
 
 

@@ -21,8 +21,8 @@ from _common import Deadline, parse_args, summary, sync
 from torch import nn
 
 ROWS, FEATURES, SHARDS = 128, 1024, 64  # 512 KiB of float32 per shard
-FIRST_BYTE_S = 0.030  # store latency before a response starts
-BYTES_PER_S = 40e6  # store bandwidth per connection
+FIRST_BYTE_S = 0.050  # store latency before a response starts
+BYTES_PER_S = 25e6  # store bandwidth per connection
 CHUNK = 64 * 1024
 
 
@@ -54,7 +54,7 @@ def write_shards(root: str) -> None:
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
-    model = nn.Sequential(nn.Linear(FEATURES, 256), nn.ReLU(), nn.Linear(256, 128)).to(args.device).eval()
+    model = nn.Sequential(nn.Linear(FEATURES, 128), nn.ReLU(), nn.Linear(128, 64)).to(args.device).eval()
     with tempfile.TemporaryDirectory() as root:
         write_shards(root)
         ShardStore.root = root
