@@ -62,7 +62,9 @@ def test_findings_keep_evidence_and_recommendations(gpu_data):
 
 @pytest.mark.parametrize("value,unit,text", [
     (0.214, "ratio", "21.4%"), (None, "ratio", "n/a"), (float("nan"), "s", "n/a"), (1.5e9, "bytes", "1.50 GB"),
-    (12.3456, "ms", "12.3 ms"), (12345, "count", "12,345"), (3.0, "", "3"),
+    (12.3456, "ms", "12.3 ms"), (12345, "count", "12,345"), (3.0, "", "3"), (1.999, "cores", "1.999 cores"),
+    (1.0, "flag", "yes"), (0.0, "flag", "no"), (250.0, "per_s", "250/s"), (2.5e8, "bytes/s", "250.00 MB/s"),
+    (40.0, "us", "40 µs"),
 ])
 def test_format_value(value, unit, text):
     assert format_value(value, unit) == text

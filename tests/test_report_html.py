@@ -102,3 +102,17 @@ def test_plotly_bundle_cannot_end_its_script():
     from diag.report.render import _plotlyjs
 
     assert "</script" not in _plotlyjs().lower()
+
+
+def test_engine_diagnosis_renders(tmp_path):
+    # End to end with the real engine, where it is importable.
+    engine = pytest.importorskip("diag.engine")
+    if not hasattr(engine, "diagnose"):
+        pytest.skip("diag.engine.diagnose not there yet")
+    run = open_run(write_synthetic_run(str(tmp_path / "run"), 20.0, "cpu_preprocess"))
+    diagnosis = engine.diagnose(run)
+    data = build_report_data(run, diagnosis)
+    html = render_html(data, cdn=True)
+    assert data["verdict"]["label"] == diagnosis.primary
+    assert len(data["findings"]) == len(diagnosis.findings)
+    assert {"fig-timeline", "fig-stacks", "fig-breakdown"} <= _chart_ids(html)

@@ -154,8 +154,14 @@ def format_value(value: float | None, unit: str) -> str:
             if abs(v) >= scale:
                 return f"{v / scale:.2f} {name}"
         return f"{v:.0f} B"
+    if unit == "bytes/s":
+        return format_value(v, "bytes") + "/s"
     if unit in ("s", "ms", "us"):
-        return f"{v:.3g} {unit}"
+        return f"{v:.3g} {'µs' if unit == 'us' else unit}"
+    if unit == "flag":
+        return "yes" if v else "no"
+    if unit == "per_s":
+        return f"{v:.3g}/s"
     if unit == "count":
         return f"{v:,.0f}"
     text = f"{v:.4g}"
