@@ -1,0 +1,1 @@
+"""Analysis: pure functions from a run's tables to phases and metrics."""

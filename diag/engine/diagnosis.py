@@ -82,7 +82,7 @@ class Diagnosis:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Diagnosis":
+    def from_json(cls, data: dict[str, Any]) -> Diagnosis:
         return cls(
             run=data["run"],
             primary=data["primary"],

@@ -1,0 +1,176 @@
+"""Step and request latency, throughput, batch sizes, and request queue wait vs service time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diag.analysis import intervals
+from diag.analysis.catalog import Metric
+from diag.analysis.context import Context, num, pct
+
+QUANTILES = (50, 90, 95, 99)
+
+METRICS = (
+    [Metric("steady.steps", "count", "Model calls (steps) in the steady state, all threads.")]
+    + [Metric(f"steady.step_p{q}_ms", "ms", f"Step latency, {q}th percentile (profiled steps excluded).") for q in QUANTILES]
+    + [
+        Metric("steady.step_mean_ms", "ms", "Mean step latency (profiled steps excluded)."),
+        Metric("steady.steps_per_s", "per_s", "Steps per second over the steady state."),
+        Metric("steady.samples_per_s", "per_s", "Samples (sum of batch sizes) per second over the steady state."),
+        Metric("steady.batch_p50", "count", "Median batch size of the steps (first dimension of the first input)."),
+        Metric("steady.batch_max", "count", "Largest batch size seen in the steady state."),
+        Metric("steady.distinct_shapes", "count", "Distinct input shapes seen by the steps in the steady state."),
+        Metric("steady.input_rank", "count", "Dimensions of the steps' first input (median; 4 for images)."),
+        Metric("steady.fp32_step_fraction", "ratio", "Fraction of steps whose first input is float32."),
+        Metric("steady.requests", "count", "Requests (NVTX `request` ranges) in the steady state."),
+    ]
+    + [Metric(f"steady.request_p{q}_ms", "ms", f"Request latency, {q}th percentile.") for q in QUANTILES]
+    + [
+        Metric("steady.requests_per_s", "per_s", "Requests completed per second over the steady state."),
+        Metric("steady.queue_wait_p50_ms", "ms", "Median time a request waits before its first step."),
+        Metric("steady.queue_wait_p90_ms", "ms", "90th percentile of the time a request waits before its first step."),
+        Metric("steady.service_p50_ms", "ms", "Median time from a request's first step to its completion."),
+        Metric("steady.queue_wait_ratio", "ratio", "Mean queue wait divided by mean service time (> 1: requests wait longer than they are served)."),
+        Metric("steady.queue_wait_share", "ratio", "Share of request latency spent waiting before the first step."),
+        Metric("steady.request_concurrency", "count", "Mean number of requests in flight."),
+        Metric("steady.queue_behind_model_share", "ratio", "Share of queue wait during which the model was running other steps (waiting behind the model, not on the request's own pre-processing)."),
+    ]
+)
+
+
+def compute(ctx: Context) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    T = ctx.seconds
+    if T <= 0:
+        return out
+    all_steps = ctx.steps()
+    if not all_steps.empty:
+        steps = ctx.steps(profiled=False)
+        out["steady.steps"] = float(len(all_steps))
+        out["steady.steps_per_s"] = len(all_steps) / T
+        ms = num(steps["dur_ns"]) / 1e6
+        for q in QUANTILES:
+            out[f"steady.step_p{q}_ms"] = pct(ms, q)
+        out["steady.step_mean_ms"] = float(np.nanmean(ms)) if len(ms) else None
+        batch = num(all_steps["batch"])
+        known = batch[batch > 0]
+        if len(known):
+            out["steady.batch_p50"] = float(np.median(known))
+            out["steady.batch_max"] = float(known.max())
+            out["steady.samples_per_s"] = float(known.sum()) / T
+        out["steady.distinct_shapes"] = float(all_steps["shapes"].nunique())
+        out["steady.input_rank"] = _input_rank(all_steps["shapes"])
+        dtype = all_steps["dtype"].astype(str).str.lower()
+        out["steady.fp32_step_fraction"] = float(dtype.isin(["float32", "float", "torch.float32"]).mean())
+    _requests(ctx, out)
+    return out
+
+
+def _requests(ctx: Context, out: dict[str, float | None]) -> None:
+    req = ctx.requests()
+    if req.empty:
+        return
+    T = ctx.seconds
+    dur_ms = num(req["dur_ns"]) / 1e6
+    out["steady.requests"] = float(len(req))
+    out["steady.requests_per_s"] = len(req) / T
+    out["steady.request_concurrency"] = float(np.nansum(dur_ms)) / 1e3 / T
+    for q in QUANTILES:
+        out[f"steady.request_p{q}_ms"] = pct(dur_ms, q)
+    wait = queue_wait_ns(req, ctx.run.table("steps"))
+    ok = ~np.isnan(wait)
+    if ok.sum() == 0:
+        return
+    total = num(req["dur_ns"])[ok]
+    w = np.clip(wait[ok], 0, total)
+    service = total - w
+    out["steady.queue_wait_p50_ms"] = float(np.median(w)) / 1e6
+    out["steady.queue_wait_p90_ms"] = float(np.percentile(w, 90)) / 1e6
+    out["steady.service_p50_ms"] = float(np.median(service)) / 1e6
+    out["steady.queue_wait_share"] = float(w.sum() / total.sum()) if total.sum() > 0 else None
+    out["steady.queue_wait_ratio"] = float(w.mean() / service.mean()) if service.mean() > 0 else None
+    out["steady.queue_behind_model_share"] = _behind_model(req[ok], w, ctx.run.table("steps"))
+
+
+def _behind_model(req: pd.DataFrame, wait: np.ndarray, steps: pd.DataFrame) -> float | None:
+    """Share of the requests' queue wait during which their process's model ran (other) steps."""
+    total = float(wait.sum())
+    if total <= 0:
+        return None
+    behind = 0.0
+    a_all = req["ts_ns"].to_numpy(dtype=np.int64)
+    pids = req["pid"].to_numpy()
+    for pid, g in steps.groupby("pid"):
+        sel = pids == pid
+        if not sel.any():
+            continue
+        st = g["ts_ns"].to_numpy(dtype=np.int64)
+        a = a_all[sel]
+        behind += float(intervals.covered(st, st + g["dur_ns"].to_numpy(dtype=np.int64), a,
+                                          a + wait[sel].astype(np.int64)).sum())
+    return behind / total
+
+
+def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    """Per request: time from arrival to the start of the step that served it (NaN if none).
+
+    A thread that serves its requests one at a time serves each with its first
+    step on that thread. A request handed to another thread (a worker or batcher) is served
+    by the last step of its process that ends before the request completes:
+    the first step in its span would usually be another request's.
+    """
+    out = np.full(len(req), np.nan)
+    if steps.empty:
+        return out
+    r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
+    r_end = r_ts + req["dur_ns"].to_numpy(dtype=np.int64)
+    r_pid = req["pid"].to_numpy()
+    r_tid = req["tid"].to_numpy()
+    slack = 1_000_000  # a request may close a moment before the step's own end is recorded
+    for pid, g in steps.groupby("pid"):
+        sel = np.flatnonzero(r_pid == pid)
+        if not len(sel):
+            continue
+        g = g.sort_values("ts_ns")
+        st = g["ts_ns"].to_numpy(dtype=np.int64)
+        en = st + g["dur_ns"].to_numpy(dtype=np.int64)
+        # last step (by end) ending before the request completes
+        order = np.argsort(en, kind="stable")
+        en_sorted, st_by_end = en[order], st[order]
+        j = np.searchsorted(en_sorted, r_end[sel] + slack, side="right") - 1
+        last_ok = (j >= 0)
+        last_start = np.where(last_ok, st_by_end[np.clip(j, 0, None)], -1)
+        last_ok &= last_start >= r_ts[sel]
+        out[sel[last_ok]] = (last_start[last_ok] - r_ts[sel][last_ok]).astype(float)
+        # a thread serving its requests one at a time: the first step on it inside the request
+        for tid, tg in g.groupby("tid"):
+            tsel = sel[r_tid[sel] == tid]
+            if not len(tsel) or _concurrent(r_ts[tsel], r_end[tsel]):
+                continue
+            tst = tg["ts_ns"].to_numpy(dtype=np.int64)
+            k = np.searchsorted(tst, r_ts[tsel], side="left")
+            ok = k < len(tst)
+            first = np.where(ok, tst[np.clip(k, 0, len(tst) - 1)], -1)
+            ok &= first < r_end[tsel]
+            out[tsel[ok]] = (first[ok] - r_ts[tsel][ok]).astype(float)
+    return out
+
+
+def _concurrent(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether any two of these requests overlap in time (one thread juggling several)."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    return bool(len(s) > 1 and np.any(s[1:] < np.maximum.accumulate(e)[:-1]))
+
+
+def _input_rank(shapes: pd.Series) -> float | None:
+    """Median number of dimensions of the first input, from shape strings like '[[8,3,224,224]]'."""
+    ranks = []
+    for text, count in shapes.dropna().astype(str).value_counts().items():
+        first = text.lstrip("[ ").split("]")[0] if text.startswith("[[") else ""
+        if not first and text.startswith("[["):
+            continue
+        if first:
+            ranks += [len([d for d in first.split(",") if d.strip()])] * int(count)
+    return float(np.median(ranks)) if ranks else None

@@ -1,0 +1,145 @@
+"""Phases of a run: startup, warm-up, steady state.
+
+- startup: process start to the end of the first step (or first request);
+- warm-up: the steps after it until latency settles: the first step from which
+  the rolling median of step latency stays within `SETTLE_TOLERANCE` of the
+  steady median (the median of the second half of the steps), capped at half
+  of the steps so a drifting workload still has a steady state;
+- steady: the rest, up to the end of the last step (or request).
+
+A run with steps is phased on the thread that spends the most time in steps;
+a run with requests but no steps on request latency; a run with neither is
+one steady phase over the whole run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diag.store.run import Run
+
+SETTLE_TOLERANCE = 0.25  # rolling median within 25% of the steady median
+MIN_FOR_WARMUP = 8  # fewer steps than this: no warm-up phase
+
+
+@dataclass
+class Span:
+    name: str
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_s(self) -> float:
+        return max(0, self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass
+class Phases:
+    """The phases of one run and what they were derived from."""
+
+    basis: str  # "steps", "requests" or "run"
+    startup: Span | None
+    warmup: Span | None
+    steady: Span
+    main_pid: int | None = None  # the stepping thread, when basis == "steps"
+    main_tid: int | None = None
+    warmup_steps: int = 0
+
+    def spans(self) -> list[Span]:
+        return [s for s in (self.startup, self.warmup, self.steady) if s is not None]
+
+
+def main_thread(steps: pd.DataFrame) -> tuple[int, int] | None:
+    """The (pid, tid) that spends the most time inside steps."""
+    if steps.empty:
+        return None
+    total = steps.groupby(["pid", "tid"])["dur_ns"].sum()
+    pid, tid = total.idxmax()
+    return int(pid), int(tid)
+
+
+def settle_index(dur: np.ndarray) -> int:
+    """Index of the first steady sample in a latency sequence (0: no warm-up).
+
+    Latency has settled at the first step from which the median of every 5
+    neighbouring steps stays within SETTLE_TOLERANCE of the steady median for
+    the next `hold` steps (a lone slow step, e.g. a GC pause, does not count).
+    """
+    n = len(dur)
+    if n < MIN_FOR_WARMUP:
+        return 1 if n > 1 else 0
+    steady_med = float(np.nanmedian(dur[n // 2:]))
+    smooth = pd.Series(dur).rolling(5, center=True, min_periods=1).median().to_numpy(copy=True)
+    smooth[np.isnan(smooth)] = steady_med  # profiled steps carry no latency
+    ok = smooth <= steady_med * (1 + SETTLE_TOLERANCE)
+    hold = int(min(50, max(5, n // 50)))
+    # held[i]: ok for all of i .. i+hold-1 (the tail counts as held)
+    bad = np.concatenate([np.cumsum(~ok), np.full(hold, np.sum(~ok))])
+    held = (bad[hold:hold + n] - np.concatenate([[0], bad[:n - 1]])) == 0
+    idx = np.flatnonzero(held[1:])
+    # the first call always belongs to startup; never let warm-up eat more than half
+    return int(min(idx[0] + 1 if len(idx) else n // 2, n // 2))
+
+
+def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: np.ndarray,
+                 end_ns: int) -> tuple[Span, Span | None, Span, int]:
+    start = run.start_ns
+    first_end = int(ts[0] + dur[0])
+    startup = Span("startup", start, max(start, first_end))
+    lat = np.where(valid, dur.astype(float), np.nan)
+    k = settle_index(lat)
+    if k <= 1 or k >= len(ts):
+        warm_end = startup.end_ns
+        warmup = None
+    else:
+        warm_end = max(startup.end_ns, int(ts[k]))
+        warmup = Span("warmup", startup.end_ns, warm_end)
+    steady = Span("steady", warm_end, max(warm_end, end_ns))
+    return startup, warmup, steady, max(0, k - 1)
+
+
+def compute_phases(run: Run) -> Phases:
+    """Split the run into startup, warm-up and steady state."""
+    steps = run.table("steps")
+    ranges = run.table("ranges")
+    requests = ranges[ranges["kind"] == "request"] if not ranges.empty else ranges
+    last_end = []
+    if not steps.empty:
+        last_end.append(int((steps["ts_ns"] + steps["dur_ns"]).max()))
+    if not requests.empty:
+        last_end.append(int((requests["ts_ns"] + requests["dur_ns"]).max()))
+
+    main = main_thread(steps)
+    if main is not None:
+        pid, tid = main
+        mine = steps[(steps["pid"] == pid) & (steps["tid"] == tid)].sort_values("ts_ns")
+        first_any = steps.loc[(steps["ts_ns"] + steps["dur_ns"]).idxmin()]
+        # startup ends with the first step anywhere (a worker thread may step first)
+        ts = mine["ts_ns"].to_numpy(dtype=np.int64)
+        dur = mine["dur_ns"].to_numpy(dtype=np.int64)
+        valid = ~_bool(mine["in_window"])
+        startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end))
+        startup.end_ns = min(startup.end_ns, int(first_any["ts_ns"] + first_any["dur_ns"]))
+        if warmup is not None:
+            warmup.start_ns = startup.end_ns
+        elif steady.start_ns > startup.end_ns:
+            steady.start_ns = startup.end_ns
+        return Phases("steps", startup, warmup, steady, pid, tid, nwarm)
+    if not requests.empty:
+        req = requests.sort_values("ts_ns")
+        ts = req["ts_ns"].to_numpy(dtype=np.int64)
+        dur = req["dur_ns"].to_numpy(dtype=np.int64)
+        startup, warmup, steady, nwarm = _phases_from("requests", run, ts, dur, np.ones(len(ts), bool),
+                                                      max(last_end))
+        return Phases("requests", startup, warmup, steady, warmup_steps=nwarm)
+    return Phases("run", None, None, Span("steady", run.start_ns, max(run.start_ns, run.end_ns)))
+
+
+def _bool(s: pd.Series) -> np.ndarray:
+    """A boolean column that may hold None or NaN (missing means False)."""
+    if s.dtype == bool:
+        return s.to_numpy()
+    return s.eq(True).to_numpy()

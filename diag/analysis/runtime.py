@@ -1,0 +1,49 @@
+"""Facts about the runtime: which device the steps used, ONNX Runtime provider fallback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from diag.analysis.catalog import Metric
+from diag.analysis.context import Context
+
+ACCELERATED = ("CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider")
+
+METRICS = [
+    Metric("run.gpu", "flag", "1 when the steps ran on a GPU (or GPU samples exist without steps), else 0."),
+    Metric("ort.provider_fallback", "count", "ONNX Runtime sessions that asked for a GPU provider and did not get it."),
+    Metric("ort.sessions", "count", "ONNX Runtime sessions created."),
+]
+
+
+def _providers(detail: dict[str, Any], *keys: str) -> list[str]:
+    for k in keys:
+        v = detail.get(k)
+        if isinstance(v, list):
+            # providers may be given as names or as (name, options) pairs
+            return [p[0] if isinstance(p, (list, tuple)) and p else str(p) for p in v]
+    return []
+
+
+def compute(ctx: Context) -> dict[str, float | None]:
+    out: dict[str, float | None] = {"run.gpu": 1.0 if ctx.device == "cuda" else 0.0}
+    ev = ctx.run.table("events")
+    if ev.empty:
+        return out
+    sessions = ev[ev["kind"] == "ort_session"]
+    if sessions.empty:
+        return out
+    fallback = 0
+    for raw in sessions["detail"]:
+        try:
+            detail = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        except ValueError:
+            continue
+        asked = _providers(detail, "requested", "asked", "providers_requested")
+        got = _providers(detail, "got", "providers", "active", "used")
+        if any(p in ACCELERATED for p in asked) and not any(p in ACCELERATED for p in got):
+            fallback += 1
+    out["ort.sessions"] = float(len(sessions))
+    out["ort.provider_fallback"] = float(fallback)
+    return out

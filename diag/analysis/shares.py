@@ -1,0 +1,172 @@
+"""Where the stepping thread's steady-state time goes: model, copies, syncs, GC, outside work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diag.analysis import intervals
+from diag.analysis.catalog import Metric
+from diag.analysis.context import Context, num, ratio
+from diag.analysis.phases import _bool
+
+# A copy's wall time can include waiting for queued GPU work (a blocking copy
+# waits for the stream). No real host<->device link moves less than this, so
+# time beyond bytes / this rate is counted as waiting, not copying.
+SLOWEST_LINK_BPS = 3e9
+
+METRICS = [
+    Metric("steady.inside_model_share", "ratio", "Share of steady time the stepping thread spends inside model calls (steps)."),
+    Metric("steady.outside_model_share", "ratio", "Share of steady time the stepping thread spends outside model calls."),
+    Metric("steady.step_thread_cpu", "ratio", "CPU time of the stepping thread per second of steady time (1 = one core)."),
+    Metric("steady.outside_busy_share", "ratio", "Share of steady time the stepping thread runs on CPU outside the model (not copying or syncing)."),
+    Metric("steady.outside_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model (blocked, not copying or syncing)."),
+    Metric("steady.copy_share", "ratio", "Share of steady time the stepping thread spends in host<->device copies (wait for queued GPU work excluded)."),
+    Metric("steady.copy_pageable_fraction", "ratio", "Fraction of copy time that moved pageable (not pinned) host memory."),
+    Metric("steady.copy_bytes_per_step", "bytes", "Bytes copied between host and device per step."),
+    Metric("steady.copy_bps", "bytes/s", "Host<->device copy throughput over the steady state."),
+    Metric("steady.sync_share", "ratio", "Share of steady time the stepping thread is blocked in synchronizing calls."),
+    Metric("steady.syncs_per_step", "count", "Synchronizing calls per step, inside or between steps."),
+    Metric("steady.syncs_in_step_per_step", "count", "Synchronizing calls made inside the model call, per step."),
+    Metric("steady.gc_share", "ratio", "Share of steady time the stepping process is paused in garbage collection."),
+    Metric("steady.gc_pause_max_ms", "ms", "Longest garbage-collection pause in the steady state."),
+    Metric("steady.gc_tail_overlap", "ratio", "Fraction of the slowest 1% of steps that overlap a GC pause."),
+]
+
+
+def compute(ctx: Context) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    T = ctx.seconds
+    if ctx.main is None or T <= 0:
+        return out
+    pid, tid = ctx.main
+    t0, t1 = ctx.t0, ctx.t1
+    steps = ctx.window("steps", by_end=True)
+    mine = steps[(steps["pid"] == pid) & (steps["tid"] == tid)] if not steps.empty else steps
+    s_ts = mine["ts_ns"].to_numpy(dtype=np.int64)
+    s_end = s_ts + mine["dur_ns"].to_numpy(dtype=np.int64)
+    inside_ns = intervals.clipped_total(s_ts, s_end, t0, t1)
+    inside = inside_ns / 1e9 / T
+    out["steady.inside_model_share"] = inside
+    out["steady.outside_model_share"] = max(0.0, 1.0 - inside)
+    n_steps = max(1, len(ctx.steps(main_only=True)))
+
+    # copies: wall time capped at what the slowest link would need for the bytes
+    copies = ctx.window("copies", by_end=True)
+    copies = copies[(copies["pid"] == pid) & (copies["tid"] == tid)] if not copies.empty else copies
+    copy_out_ns = 0.0
+    if not copies.empty:
+        dur = num(copies["dur_ns"])
+        nbytes = np.nan_to_num(num(copies["bytes"]), nan=0.0)
+        cost = np.minimum(dur, nbytes / SLOWEST_LINK_BPS * 1e9)
+        cost = np.nan_to_num(cost, nan=0.0)
+        pageable = ~_bool(copies["pinned"])
+        total = float(cost.sum())
+        out["steady.copy_share"] = total / 1e9 / T
+        out["steady.copy_pageable_fraction"] = ratio(float(cost[pageable].sum()), total)
+        out["steady.copy_bytes_per_step"] = float(nbytes.sum()) / n_steps
+        out["steady.copy_bps"] = float(nbytes.sum()) / T
+        outside = ~_bool(copies["in_step"])
+        copy_out_ns = float(cost[outside].sum())
+    else:
+        out["steady.copy_share"] = 0.0 if ctx.device == "cuda" else None
+        out["steady.copy_bytes_per_step"] = 0.0 if ctx.device == "cuda" else None
+
+    syncs = ctx.window("syncs", by_end=True)
+    syncs = syncs[(syncs["pid"] == pid) & (syncs["tid"] == tid)] if not syncs.empty else syncs
+    mine_steady = ctx.steps(main_only=True)
+    in_step_syncs = float(np.clip(np.nan_to_num(num(mine_steady["syncs"]), nan=0.0), 0, None).sum()) \
+        if not mine_steady.empty else 0.0
+    sync_out_ns = 0.0
+    if not syncs.empty:
+        sdur = np.nan_to_num(num(syncs["dur_ns"]), nan=0.0)
+        out["steady.sync_share"] = float(sdur.sum()) / 1e9 / T
+        outside = ~_bool(syncs["in_step"])
+        sync_out_ns = float(sdur[outside].sum())
+        n_out = int(outside.sum())
+    else:
+        out["steady.sync_share"] = 0.0 if ctx.device == "cuda" else None
+        n_out = 0
+    if ctx.device == "cuda" or in_step_syncs or n_out:
+        out["steady.syncs_per_step"] = (in_step_syncs + n_out) / n_steps
+        out["steady.syncs_in_step_per_step"] = in_step_syncs / n_steps
+
+    outside_share = max(0.0, 1.0 - inside)
+    waits = (copy_out_ns + sync_out_ns) / 1e9 / T
+    cpu = thread_cpu(ctx, pid, tid)
+    out["steady.step_thread_cpu"] = cpu
+    busy = _busy_outside_from_stacks(ctx, pid, tid, s_ts, s_end, copies, syncs)
+    if cpu is not None:
+        # a hard lower bound: CPU time the model, copies and syncs cannot account for
+        floor = max(0.0, cpu - inside - waits)
+        busy = floor if busy is None else max(busy, floor)
+    if busy is not None:
+        busy = min(busy, max(0.0, outside_share - waits))
+        out["steady.outside_busy_share"] = busy
+        out["steady.outside_wait_share"] = max(0.0, outside_share - waits - busy)
+
+    _gc(ctx, pid, mine_steady, out)
+    return out
+
+
+def thread_cpu(ctx: Context, pid: int, tid: int) -> float | None:
+    """CPU seconds per second of one thread over the window (threads table, cumulative)."""
+    th = ctx.run.table("threads")
+    if th.empty:
+        return None
+    th = th[(th["pid"] == pid) & (th["tid"] == tid)]
+    if th.empty:
+        return None
+    ts = th["ts_ns"].to_numpy(dtype=np.int64)
+    cum = np.nan_to_num(num(th["user_s"]), nan=0.0) + np.nan_to_num(num(th["system_s"]), nan=0.0)
+    # rows are written only when the value changes: the value holds until the next row
+    a = intervals.value_at(ts, cum, ctx.t0)
+    b = intervals.value_at(ts, cum, ctx.t1)
+    if a is None or b is None:
+        return None
+    if ts[0] > ctx.t0:  # first seen inside the window: measure from there
+        span = (ctx.t1 - ts[0]) / 1e9
+    else:
+        span = ctx.seconds
+    return ratio(max(0.0, b - a), span)
+
+
+def _busy_outside_from_stacks(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.ndarray,
+                              copies: pd.DataFrame, syncs: pd.DataFrame) -> float | None:
+    st = ctx.window("stacks")
+    if st.empty:
+        return None
+    st = st[(st["pid"] == pid) & (st["tid"] == tid)]
+    if st.empty:
+        return None
+    ts = st["ts_ns"].to_numpy(dtype=np.int64)
+    dur = np.nan_to_num(num(st["dur_ns"]), nan=0.0)
+    active = ~_bool(st["idle"])
+    waits_s = np.concatenate([copies["ts_ns"].to_numpy(dtype=np.int64), syncs["ts_ns"].to_numpy(dtype=np.int64)])
+    waits_e = np.concatenate([(copies["ts_ns"] + copies["dur_ns"]).to_numpy(dtype=np.int64),
+                              (syncs["ts_ns"] + syncs["dur_ns"]).to_numpy(dtype=np.int64)])
+    outside = ~intervals.inside(ts, s_ts, s_end) & ~intervals.inside(ts, waits_s, waits_e)
+    return float(dur[active & outside].sum()) / 1e9 / ctx.seconds
+
+
+def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None]) -> None:
+    ev = ctx.window("events", by_end=True)
+    gc = ev[(ev["kind"] == "gc") & (ev["pid"] == pid)] if not ev.empty else ev
+    if ctx.run.manifest.get("collectors", {}).get("hooks", {}).get("status", "ok") != "ok" and gc.empty:
+        return
+    if gc.empty:
+        out["steady.gc_share"] = 0.0
+        out["steady.gc_tail_overlap"] = 0.0
+        return
+    g_ts = gc["ts_ns"].to_numpy(dtype=np.int64)
+    g_end = g_ts + np.nan_to_num(num(gc["dur_ns"]), nan=0.0).astype(np.int64)
+    out["steady.gc_share"] = intervals.clipped_total(g_ts, g_end, ctx.t0, ctx.t1) / 1e9 / ctx.seconds
+    out["steady.gc_pause_max_ms"] = float((g_end - g_ts).max()) / 1e6
+    steps = steps[~_bool(steps["in_window"])] if not steps.empty else steps
+    if len(steps) >= 20:
+        dur = steps["dur_ns"].to_numpy(dtype=np.int64)
+        cut = np.percentile(dur, 99)
+        slow = steps[dur > cut]  # strictly slower: ties at the bulk's latency are not the tail
+        hit = intervals.overlaps(slow["ts_ns"].to_numpy(dtype=np.int64),
+                                 (slow["ts_ns"] + slow["dur_ns"]).to_numpy(dtype=np.int64), g_ts, g_end)
+        out["steady.gc_tail_overlap"] = float(hit.mean()) if len(hit) else 0.0

@@ -1,0 +1,88 @@
+"""Startup and warm-up: how long, what it was spent on, and how much is more than any GPU program pays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diag.analysis.catalog import Metric
+from diag.analysis.context import num
+from diag.analysis.phases import Phases, _bool
+from diag.store.run import Run
+
+# What every program pays before its first step and is not a cold-start
+# problem: importing torch and creating the CUDA context take about 4 s on an
+# H200 host; importing torch alone about 2 s.
+BASELINE_GPU_S = 4.0
+BASELINE_CPU_S = 2.0
+
+METRICS = [
+    Metric("run.duration_s", "s", "Wall time of the whole run."),
+    Metric("steady.duration_s", "s", "Length of the steady state."),
+    Metric("startup.duration_s", "s", "Process start to the end of the first step (or request)."),
+    Metric("startup.share", "ratio", "Startup / run duration."),
+    Metric("startup.import_s", "s", "Time importing torch / onnxruntime (hooks)."),
+    Metric("startup.model_load_s", "s", "Time loading models (torch.load, ORT session creation) before the first step ended."),
+    Metric("startup.first_step_s", "s", "Duration of the first step."),
+    Metric("startup.other_s", "s", "Startup not explained by imports, model loading or the first step."),
+    Metric("startup.baseline_s", "s", "Startup every program of this kind pays (torch import, CUDA init), or the measured import time if longer."),
+    Metric("startup.excess_s", "s", "Startup beyond the baseline."),
+    Metric("warmup.duration_s", "s", "Length of the warm-up phase (steps until latency settles)."),
+    Metric("warmup.steps", "count", "Steps in the warm-up phase."),
+    Metric("warmup.excess_s", "s", "Extra time warm-up steps (and the first step) took over the steady median step."),
+    Metric("coldstart.share", "ratio", "(startup excess + warm-up excess) / run duration: the one-time cost share."),
+    Metric("coldstart.excess_s", "s", "Startup excess + warm-up excess, seconds."),
+]
+
+
+def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    duration = run.duration_s
+    out["run.duration_s"] = duration
+    out["steady.duration_s"] = phases.steady.duration_s
+    if phases.startup is None:
+        return out
+    startup = phases.startup.duration_s
+    out["startup.duration_s"] = startup
+    out["startup.share"] = startup / duration if duration > 0 else None
+    ev = run.table("events")
+    end = phases.startup.end_ns
+    before = ev[ev["ts_ns"] <= end] if not ev.empty else ev
+    imp = float(np.nansum(num(before[before["kind"] == "import"]["dur_ns"]))) / 1e9 if not ev.empty else 0.0
+    load = float(np.nansum(num(before[before["kind"] == "model_load"]["dur_ns"]))) / 1e9 if not ev.empty else 0.0
+    out["startup.import_s"] = imp
+    out["startup.model_load_s"] = load
+    steps = run.table("steps")
+    first = 0.0
+    if not steps.empty:
+        first = float(steps.sort_values("ts_ns")["dur_ns"].iloc[0]) / 1e9
+        out["startup.first_step_s"] = first
+    out["startup.other_s"] = max(0.0, startup - imp - load - first)
+    base = BASELINE_GPU_S if device == "cuda" else BASELINE_CPU_S
+    baseline = min(startup, max(base, imp))
+    out["startup.baseline_s"] = baseline
+    excess = max(0.0, startup - baseline)
+    out["startup.excess_s"] = excess
+
+    warm_excess = 0.0
+    if phases.basis == "steps" and not steps.empty:
+        mine = steps[(steps["pid"] == phases.main_pid) & (steps["tid"] == phases.main_tid)].sort_values("ts_ns")
+        mine = mine[~_bool(mine["in_window"])]
+        t0 = phases.steady.start_ns
+        steady = num(mine[mine["ts_ns"] >= t0]["dur_ns"])
+        med = float(np.nanmedian(steady)) if len(steady) else None
+        if med is not None:
+            early = num(mine[mine["ts_ns"] < t0]["dur_ns"])  # first step and warm-up steps
+            warm_excess = float(np.clip(early - med, 0, None).sum()) / 1e9
+            # the first step's excess is already part of startup
+            first_excess = max(0.0, first * 1e9 - med) / 1e9
+            warm_excess = max(0.0, warm_excess - first_excess)
+    if phases.warmup is not None:
+        out["warmup.duration_s"] = phases.warmup.duration_s
+        out["warmup.steps"] = float(phases.warmup_steps)
+    else:
+        out["warmup.duration_s"] = 0.0
+        out["warmup.steps"] = 0.0
+    out["warmup.excess_s"] = warm_excess
+    out["coldstart.excess_s"] = excess + warm_excess
+    out["coldstart.share"] = (excess + warm_excess) / duration if duration > 0 else None
+    return out

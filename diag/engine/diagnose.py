@@ -1,0 +1,135 @@
+"""`diagnose(run)`: metrics -> rules -> a Diagnosis with scores, a primary label and findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.analysis.metrics import BY_NAME, compute_metrics, unit
+from diag.analysis.phases import Phases, compute_phases
+from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation
+from diag.engine.evaluate import render
+from diag.engine.rules import Rule, load_rules
+from diag.store.run import Run
+
+# Below this a label is not worth naming; the best label still wins if some evidence exists.
+PRIMARY_MIN = 0.15
+MIN_STEADY_S = 1.0  # a steady state shorter than this says nothing stable
+MIN_STEADY_CALLS = 5  # steps or requests
+# Labels that do not need a steady state (one-time costs).
+NO_STEADY_NEEDED = ("cold_start",)
+# When two labels tie, the more specific explanation wins.
+PRIORITY = ("queueing", "cold_start", "transfer_bound", "launch_bound", "io_bound", "memory_bound",
+            "cpu_bound", "compute_bound")
+
+
+def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis:
+    """Classify the run's bottleneck and explain it (DESIGN.md, schema diag.diagnosis/1)."""
+    rules = load_rules(rule_dirs)
+    phases = compute_phases(run)
+    metrics = compute_metrics(run, phases)
+    return diagnose_metrics(run, phases, metrics, rules)
+
+
+def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None], rules: list[Rule]) -> Diagnosis:
+    """The Diagnosis for already computed phases and metrics."""
+    lacking = _lacking_evidence(phases, metrics)
+    findings: list[Finding] = []
+    scores = {label: 0.0 for label in LABELS}
+    # A steady-state finding speaks for the part of the run that is not one-time cost.
+    steady_weight = 1.0 - min(1.0, max(0.0, metrics.get("coldstart.share") or 0.0))
+    for rule in rules:
+        weight = steady_weight if rule.label and rule.label not in NO_STEADY_NEEDED else 1.0
+        f = evaluate_rule(rule, metrics, weight)
+        if f is None:
+            continue
+        if lacking and f.label not in NO_STEADY_NEEDED:
+            continue  # a steady-state finding on too little steady state is noise
+        findings.append(f)
+        if f.label:
+            scores[f.label] = max(scores[f.label], f.score)
+
+    best = max(LABELS, key=lambda lb: (scores[lb], -PRIORITY.index(lb)))
+    primary: str | None = best if scores[best] >= PRIMARY_MIN else None
+    if primary is None:
+        findings.append(_no_verdict(lacking, phases, metrics))
+    rank = {"high": 3, "medium": 2, "low": 1, "info": 0}
+    findings.sort(key=lambda f: (f.label == primary and primary is not None, f.label is not None,
+                                 rank.get(f.severity, 0), f.score), reverse=True)
+    units = {k: unit(k) for k in metrics if k in BY_NAME}
+    return Diagnosis(run=_run_info(run, metrics), primary=primary, scores=scores,
+                     phases=[Phase(s.name, round(run.seconds(s.start_ns), 6), round(run.seconds(s.end_ns), 6))
+                             for s in phases.spans()],
+                     findings=findings, metrics=metrics, units=units)
+
+
+def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 1.0) -> Finding | None:
+    """The finding a rule makes on these metrics, or None when it does not fire.
+
+    `weight` scales the score (the share of the run the finding speaks for).
+    """
+    if not rule.when(metrics):
+        return None
+    score = 1.0
+    if rule.score is not None:
+        s = rule.score(metrics)
+        if s is None:
+            return None
+        score = min(1.0, max(0.0, float(s)))
+    score *= weight
+    if rule.label and score <= 0:
+        return None
+    severity = rule.severity or ("high" if score >= 0.7 else "medium" if score >= 0.4 else "low")
+    values: dict[str, Any] = dict(metrics)
+    values["score"] = score
+    recs = []
+    for spec in rule.recommendations:
+        if spec.when is not None and not spec.when(metrics):
+            continue
+        gain = spec.gain(metrics) if spec.gain is not None else None
+        vals = {**values, "gain": gain}
+        recs.append(Recommendation(text=render(spec.text, vals), code=spec.code,
+                                   expected_gain=render(spec.expected_gain, vals) if spec.expected_gain
+                                   and (spec.gain is None or gain is not None) else "",
+                                   link=spec.link))
+    evidence = [Evidence(e.metric, metrics.get(e.metric), unit(e.metric), e.threshold) for e in rule.evidence]
+    return Finding(rule=rule.id, label=rule.label, severity=severity, title=render(rule.title, values),
+                   score=round(score, 3), evidence=evidence, recommendations=recs)
+
+
+def _lacking_evidence(phases: Phases, metrics: dict[str, float | None]) -> str:
+    """Why the steady state cannot be judged ('' when it can)."""
+    if phases.basis == "run":
+        return "no steps and no requests were recorded: diag saw no model call to time"
+    steady_s = metrics.get("steady.duration_s") or 0.0
+    calls = max(metrics.get("steady.steps") or 0.0, metrics.get("steady.requests") or 0.0)
+    if steady_s < MIN_STEADY_S or calls < MIN_STEADY_CALLS:
+        return (f"the steady state is too short to judge ({steady_s:.2f} s, {calls:.0f} steps or requests; "
+                f"needs {MIN_STEADY_S:.0f} s and {MIN_STEADY_CALLS})")
+    return ""
+
+
+def _no_verdict(lacking: str, phases: Phases, metrics: dict[str, float | None]) -> Finding:
+    if lacking:
+        title = f"Too little evidence for a verdict: {lacking}"
+        text = ("Run the program longer (diag profile --duration S) so it makes more model calls, or mark "
+                "requests with NVTX ranges named 'request'. Model calls are torch.nn.Module forward calls "
+                "and onnxruntime InferenceSession.run calls.")
+        ev = [Evidence("steady.duration_s", metrics.get("steady.duration_s"), "s"),
+              Evidence("steady.steps", metrics.get("steady.steps"), "count")]
+    else:
+        title = "No bottleneck stands out: no rule found its evidence in this run"
+        text = "Look at the metrics below; add a rule of your own with --rules DIR."
+        ev = [Evidence("steady.inside_model_share", metrics.get("steady.inside_model_share"), "ratio"),
+              Evidence("steady.gpu_busy", metrics.get("steady.gpu_busy"), "ratio")]
+    return Finding(rule="verdict.insufficient_evidence" if lacking else "verdict.no_match", label=None,
+                   severity="info", title=title, evidence=ev, recommendations=[Recommendation(text=text)])
+
+
+def _run_info(run: Run, metrics: dict[str, float | None]) -> dict[str, Any]:
+    m = run.manifest
+    devices = (m.get("gpu") or {}).get("devices") or []
+    return {"command": m.get("command", []), "exit_code": m.get("exit_code"),
+            "duration_s": round(run.duration_s, 3),
+            "device": "cuda" if metrics.get("run.gpu") else "cpu",
+            "gpu": devices[0].get("name") if devices else None,
+            "run_id": m.get("run_id"), "partial": run.partial}

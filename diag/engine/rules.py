@@ -1,0 +1,198 @@
+"""Rule files (TOML): loading and validation.
+
+A rule file holds `[[rule]]` tables:
+
+    [[rule]]
+    id = "transfer.pageable_copies"        # unique
+    label = "transfer_bound"               # optional: the label it backs (else advice only)
+    title = "Copies take {steady.copy_share:.0%} of the steady state"
+    when = "steady.copy_share >= 0.25"     # condition over metrics
+    score = "ramp(steady.copy_share, 0.15, 0.5)"   # optional, in [0, 1]; default 1
+    severity = "high"                      # optional: info|low|medium|high; else from the score
+    evidence = ["steady.copy_share", "steady.copy_pageable_fraction"]
+
+    [[rule.recommendation]]
+    text = "Pin the host buffer ({steady.copy_bytes_per_step:,.0f} B per step) ..."
+    code = "x = x.pin_memory().to('cuda', non_blocking=True)"
+    gain = "limit(steady.copy_share)"      # optional expression: the value `gain`
+    expected_gain = "at most {gain:.2f}x"  # template; may use {gain}
+    link = "docs/rules.md#transfer-pageable-copies"
+    when = "steady.copy_pageable_fraction > 0.5"   # optional extra condition
+
+Built-in rules ship as the package `diag._rules` (the repository's rules/
+directory); `--rules DIR` adds every *.toml in DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from diag.analysis.metrics import BY_NAME
+from diag.engine.diagnosis import LABELS, SEVERITIES
+from diag.engine.evaluate import Expr, compile_expr, template_fields
+from diag.errors import DiagError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+# names a template may use besides metrics
+TEMPLATE_EXTRAS = ("gain", "score")
+RULE_KEYS = {"id", "label", "title", "when", "score", "severity", "evidence", "recommendation"}
+REC_KEYS = {"text", "code", "gain", "expected_gain", "link", "when"}
+
+
+@dataclass
+class RecommendationSpec:
+    text: str
+    code: str = ""
+    gain: Expr | None = None
+    expected_gain: str = ""
+    link: str = ""
+    when: Expr | None = None
+
+
+@dataclass
+class EvidenceSpec:
+    metric: str
+    threshold: str = ""
+
+
+@dataclass
+class Rule:
+    id: str
+    label: str | None
+    title: str
+    when: Expr
+    score: Expr | None
+    severity: str | None
+    evidence: list[EvidenceSpec]
+    recommendations: list[RecommendationSpec] = field(default_factory=list)
+    source: str = ""
+
+
+def builtin_rule_files() -> list[tuple[str, str]]:
+    """(name, text) of every built-in rule file."""
+    try:
+        root: Any = resources.files("diag._rules")
+    except ModuleNotFoundError:
+        # an editable install made before rules/ was mapped: read it from the checkout
+        root = Path(__file__).resolve().parents[2] / "rules"
+    files = sorted((p for p in root.iterdir() if p.name.endswith(".toml")), key=lambda p: p.name)
+    return [(f"rules/{p.name}", p.read_text(encoding="utf-8")) for p in files]
+
+
+def load_rules(rule_dirs: tuple[str, ...] | list[str] = ()) -> list[Rule]:
+    """Built-in rules plus the *.toml files of each directory in `rule_dirs`."""
+    files = builtin_rule_files()
+    for d in rule_dirs:
+        if not os.path.isdir(d):
+            raise DiagError(f"--rules {d}: not a directory")
+        paths = sorted(Path(d).glob("*.toml"))
+        if not paths:
+            raise DiagError(f"--rules {d}: no .toml rule files in it")
+        files += [(str(p), p.read_text(encoding="utf-8")) for p in paths]
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for name, text in files:
+        for rule in parse_rule_file(name, text):
+            if rule.id in seen:
+                raise DiagError(f"{name}: rule {rule.id!r} already defined in {seen[rule.id]}")
+            seen[rule.id] = name
+            rules.append(rule)
+    return rules
+
+
+def parse_rule_file(name: str, text: str) -> list[Rule]:
+    """Parse and validate one rule file; DiagError names the file, the rule and the problem."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise DiagError(f"{name}: not valid TOML ({exc})") from None
+    extra = set(data) - {"rule"}
+    if extra:
+        raise DiagError(f"{name}: unknown top-level key {sorted(extra)[0]!r} (rules go in [[rule]] tables)")
+    raw = data.get("rule")
+    if not isinstance(raw, list) or not raw:
+        raise DiagError(f"{name}: no [[rule]] tables")
+    return [_rule(name, i, r) for i, r in enumerate(raw)]
+
+
+def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
+    where = f"{name}: rule {r.get('id', f'#{index + 1}')!r}"
+
+    def fail(problem: str) -> DiagError:
+        return DiagError(f"{where}: {problem}")
+
+    for key in ("id", "title", "when", "evidence"):
+        if key not in r:
+            raise fail(f"missing required key {key!r}")
+    unknown = set(r) - RULE_KEYS
+    if unknown:
+        raise fail(f"unknown key {sorted(unknown)[0]!r}")
+    if not isinstance(r["id"], str) or not r["id"]:
+        raise fail("id must be a non-empty string")
+    label = r.get("label")
+    if label is not None and label not in LABELS:
+        raise fail(f"unknown label {label!r} (one of {', '.join(LABELS)})")
+    severity = r.get("severity")
+    if severity is not None and severity not in SEVERITIES:
+        raise fail(f"unknown severity {severity!r} (one of {', '.join(SEVERITIES)})")
+    known = BY_NAME.keys()
+    try:
+        when = compile_expr(r["when"], known)
+        score = compile_expr(str(r["score"]), known) if "score" in r else None
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    evidence = []
+    items = r["evidence"]
+    if not isinstance(items, list) or not items:
+        raise fail("evidence must be a non-empty list of metric names")
+    for item in items:
+        metric, threshold = (item, "") if isinstance(item, str) else (
+            (item.get("metric"), str(item.get("threshold", ""))) if isinstance(item, dict) else (None, ""))
+        if metric not in known:
+            raise fail(f"evidence names unknown metric {metric!r}")
+        evidence.append(EvidenceSpec(metric, threshold))
+    _check_template(fail, "title", r["title"])
+    recs = []
+    for rec in r.get("recommendation", []):
+        if not isinstance(rec, dict) or "text" not in rec:
+            raise fail("each [[rule.recommendation]] needs text")
+        unknown = set(rec) - REC_KEYS
+        if unknown:
+            raise fail(f"unknown recommendation key {sorted(unknown)[0]!r}")
+        try:
+            gain = compile_expr(rec["gain"], known) if "gain" in rec else None
+            rwhen = compile_expr(rec["when"], known) if "when" in rec else None
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        _check_template(fail, "text", rec["text"])
+        _check_template(fail, "expected_gain", rec.get("expected_gain", ""))
+        recs.append(RecommendationSpec(rec["text"], str(rec.get("code", "")), gain,
+                                       str(rec.get("expected_gain", "")),
+                                       str(rec.get("link", "")) or f"docs/rules.md#{anchor(r['id'])}", rwhen))
+    return Rule(r["id"], label, r["title"], when, score, severity, evidence, recs, name)
+
+
+def anchor(rule_id: str) -> str:
+    """The docs/rules.md anchor of a rule."""
+    return rule_id.replace(".", "-").replace("_", "-").lower()
+
+
+def _check_template(fail: Any, key: str, template: Any) -> None:
+    if not isinstance(template, str):
+        raise fail(f"{key} must be a string")
+    try:
+        fields = template_fields(template)
+    except ValueError as exc:
+        raise fail(f"{key}: bad template ({exc})") from None
+    for f in fields:
+        if f not in BY_NAME and f not in TEMPLATE_EXTRAS:
+            raise fail(f"{key}: unknown metric {f!r} in template")

@@ -1,0 +1,148 @@
+"""The diagnosis on the terminal (rich): verdict, label scores, top findings with evidence and fixes.
+
+Built to fit one screen: `build(diagnosis)` returns the renderable (tests
+render it to text), `print_diagnosis` prints it.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.padding import Padding
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
+
+BAR_WIDTH = 20
+MAX_FINDINGS = 3
+MAX_CODE_LINES = 6
+MAX_EVIDENCE = 4
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+_UNIT_FORMAT = {"ratio": "{:.0%}", "s": "{:.2f} s", "ms": "{:.2f} ms", "us": "{:.1f} us", "count": "{:,.1f}",
+                "cores": "{:.1f} cores", "per_s": "{:,.1f}/s", "flag": "{:.0f}"}
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A metric value for people: 0.42 ratio -> 42%, bytes -> MB, None -> n/a."""
+    if value is None:
+        return "n/a"
+    if unit == "ratio" and abs(value) > 1.0:
+        return f"{value:.2f}x"  # a ratio of two times, not a share
+    if unit in ("bytes", "bytes/s"):
+        v, suffix = float(value), ""
+        for s in ("", "K", "M", "G", "T"):
+            suffix = s
+            if abs(v) < 1000:
+                break
+            v /= 1000
+        return f"{v:.1f} {suffix}B" + ("/s" if unit == "bytes/s" else "")
+    return _UNIT_FORMAT.get(unit, "{:.3g}").format(value)
+
+
+def _bar(score: float) -> Text:
+    filled = int(round(score * BAR_WIDTH))
+    style = "bold green" if score >= 0.7 else "yellow" if score >= 0.4 else "dim"
+    return Text("█" * filled, style=style) + Text("·" * (BAR_WIDTH - filled), style="dim")
+
+
+def _verdict(d: Diagnosis) -> Text:
+    run = d.run
+    where = run.get("gpu") or run.get("device") or ""
+    head = Text("diag verdict: ", style="bold")
+    if d.primary:
+        head += Text(d.primary, style="bold magenta")
+        head += Text(f"  (score {d.scores.get(d.primary, 0):.2f})", style="dim")
+    else:
+        head += Text("none", style="bold yellow") + Text("  (too little evidence)", style="dim")
+    cmd = " ".join(str(c) for c in run.get("command") or [])
+    head += Text(f"\n{cmd}  ·  {run.get('duration_s') or 0:.1f} s  ·  {where}", style="dim")
+    return head
+
+
+def _scores(d: Diagnosis) -> Table:
+    t = Table.grid(padding=(0, 1))
+    t.add_column(justify="right")
+    t.add_column()
+    t.add_column(justify="right")
+    zero = [lb for lb in LABELS if float(d.scores.get(lb, 0.0)) < 0.005]
+    for label in sorted(LABELS, key=lambda lb: -d.scores.get(lb, 0.0)):
+        s = float(d.scores.get(label, 0.0))
+        if label in zero:
+            continue
+        style = "bold" if label == d.primary else ""
+        t.add_row(Text(label, style=style), _bar(s), Text(f"{s:.2f}", style=style or "dim"))
+    return t
+
+
+def _zero_labels(d: Diagnosis) -> Text:
+    zero = [lb for lb in LABELS if float(d.scores.get(lb, 0.0)) < 0.005]
+    return Text("0.00: " + ", ".join(zero), style="dim") if zero else Text("")
+
+
+def _evidence(items: list[Evidence]) -> Text:
+    parts = []
+    for e in items[:MAX_EVIDENCE]:
+        if e.value is None:
+            continue
+        parts.append(f"{e.metric} = {format_value(e.value, e.unit)}")
+    return Text("  evidence: " + ", ".join(parts), style="dim") if parts else Text("")
+
+
+def _finding(f: Finding, detailed: bool) -> RenderableType:
+    parts: list[RenderableType] = []
+    sev = Text(f"[{f.severity}] ", style=_SEVERITY_STYLE.get(f.severity, ""))
+    parts.append(sev + Text(f.title, style="bold") + Text(f"  {f.rule}", style="dim"))
+    ev = _evidence(f.evidence)
+    if ev.plain:
+        parts.append(ev)
+    if f.recommendations:
+        r = f.recommendations[0]
+        parts.append(Text.from_markup("  [green]fix:[/] " + escape(r.text)))
+        if r.code and detailed:
+            lines = r.code.splitlines()
+            code = "\n".join(lines[:MAX_CODE_LINES]) + ("\n..." if len(lines) > MAX_CODE_LINES else "")
+            parts.append(Padding(Syntax(code, "python", theme="ansi_dark", background_color="default"), (0, 0, 0, 4)))
+        tail = []
+        if r.expected_gain:
+            tail.append(f"gain: {r.expected_gain}")
+        if r.link:
+            tail.append(r.link)
+        more = len(f.recommendations) - 1
+        if more > 0:
+            tail.append(f"+{more} more fix{'es' if more > 1 else ''} (diag report / --json)")
+        if tail:
+            parts.append(Text("  " + "  ·  ".join(tail), style="dim"))
+    return Group(*parts)
+
+
+def build(d: Diagnosis, max_findings: int = MAX_FINDINGS) -> RenderableType:
+    """The whole console view of a diagnosis."""
+    parts: list[RenderableType] = [_verdict(d), Text(""), _scores(d)]
+    zero = _zero_labels(d)
+    if zero.plain:
+        parts.append(zero)
+    shown = d.findings[:max_findings]
+    if shown:
+        parts.append(Text(""))
+    for i, f in enumerate(shown):
+        parts.append(_finding(f, detailed=i == 0))
+    hidden = len(d.findings) - len(shown)
+    if hidden > 0:
+        parts.append(Text(f"{hidden} more finding{'s' if hidden > 1 else ''}: diag analyze RUN --json, or diag report RUN",
+                          style="dim"))
+    return Group(*parts)
+
+
+def print_diagnosis(d: Diagnosis, console: Console | None = None) -> None:
+    """Print the diagnosis to the terminal (stdout unless a console is given)."""
+    (console or Console(highlight=False)).print(build(d))
+
+
+def render_text(d: Diagnosis, width: int = 100) -> str:
+    """The console view as plain text (for tests and logs)."""
+    console = Console(width=width, record=True, color_system=None, force_terminal=False)
+    with console.capture() as cap:
+        console.print(build(d))
+    return cap.get()

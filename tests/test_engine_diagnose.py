@@ -1,0 +1,87 @@
+"""diagnose(): verdict, too-little-evidence, JSON contract, console view."""
+
+from __future__ import annotations
+
+import json
+
+import analysis_fixtures as F
+from analysis_fixtures import RunBuilder
+
+from diag.engine import diagnose
+from diag.engine.diagnosis import LABELS, SCHEMA, Diagnosis
+from diag.views.console import format_value, render_text
+from diag.views.json_view import dumps
+
+
+def test_json_contract_shape(tmp_path):
+    d = diagnose(F.gpu_transfer(str(tmp_path)))
+    j = json.loads(dumps(d))
+    assert j["schema"] == SCHEMA == "diag.diagnosis/1"
+    assert set(j) >= {"schema", "run", "primary", "scores", "phases", "findings", "metrics"}
+    assert set(j["run"]) >= {"command", "exit_code", "duration_s", "device", "gpu"}
+    assert j["run"]["device"] == "cuda" and j["run"]["gpu"] == "NVIDIA H200"
+    assert j["primary"] == "transfer_bound"
+    assert list(j["scores"]) == list(LABELS)
+    assert all(0.0 <= v <= 1.0 for v in j["scores"].values())
+    assert [p["name"] for p in j["phases"]][0] == "startup"
+    assert all(set(p) == {"name", "start_s", "end_s"} for p in j["phases"])
+    f = j["findings"][0]
+    assert set(f) >= {"rule", "label", "severity", "title", "evidence", "recommendations"}
+    assert f["rule"] == "transfer.copies_dominate" and f["label"] == "transfer_bound"
+    assert f["severity"] in ("info", "low", "medium", "high")
+    assert set(f["evidence"][0]) >= {"metric", "value", "unit"}
+    assert set(f["recommendations"][0]) >= {"text", "code", "expected_gain"}
+    assert j["metrics"]["steady.copy_share"] > 0.5
+    # round trip
+    assert Diagnosis.from_json(j).to_json() == j
+
+
+def test_no_steps_no_requests_gives_null_with_a_reason(tmp_path):
+    b = RunBuilder(str(tmp_path), gpu=False)
+    b.host(100)
+    d = diagnose(b.write())
+    assert d.primary is None
+    assert d.findings[-1].rule == "verdict.insufficient_evidence"
+    assert "no steps and no requests" in d.findings[-1].title
+    assert all(v == 0 for v in d.scores.values())
+    json.loads(dumps(d))
+
+
+def test_too_short_steady_state_gives_null(tmp_path):
+    b = RunBuilder(str(tmp_path), duration_s=3, gpu=False)
+    b.steps(1.5, 0.1, 0.09, 3)
+    b.thread_cpu(1.0)
+    d = diagnose(b.write())
+    assert d.primary is None
+    assert "too short" in d.findings[-1].title
+
+
+def test_cold_start_is_judged_even_with_few_steps(tmp_path):
+    b = RunBuilder(str(tmp_path), duration_s=30, gpu=True)
+    b.event("import", 0.2, 2.5, "torch")
+    b.event("model_load", 3.0, 20.0, "torch.load")
+    b.steps(25.0, 1.0, 0.5, 3)
+    d = diagnose(b.write())
+    assert d.primary == "cold_start"
+
+
+def test_console_fits_one_screen(tmp_path):
+    for make in (F.gpu_transfer, F.queueing_batch1, F.cold_start, F.gpu_launch):
+        d = diagnose(make(str(tmp_path / make.__name__)))
+        text = render_text(d, width=120)
+        assert f"diag verdict: {d.primary}" in text
+        assert d.findings[0].title[:40] in text
+        assert len(text.splitlines()) <= 40, text
+
+
+def test_console_without_verdict(tmp_path):
+    b = RunBuilder(str(tmp_path), gpu=False)
+    text = render_text(diagnose(b.write()))
+    assert "diag verdict: none" in text and "Too little evidence" in text
+
+
+def test_format_value():
+    assert format_value(0.423, "ratio") == "42%"
+    assert format_value(1.37, "ratio") == "1.37x"
+    assert format_value(60e6, "bytes") == "60.0 MB"
+    assert format_value(None, "ms") == "n/a"
