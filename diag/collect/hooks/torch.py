@@ -12,7 +12,9 @@ Installed by diag.collect.hooks right after the target imports torch.
   to its last GPU work on the current stream). Steps are timed with events for
   the first `cuda_event_all` CUDA steps, then 1 in `cuda_event_every`;
   others have `gpu_ns = -1`. No events while a CUDA graph is being captured.
-- Kernel windows contract: after every outermost step, `rec.step_ended(seq)`
+- Kernel windows (diag/collect/kernel_windows.py) are installed here, once
+  torch is imported, when the option `kernel_windows` is > 0. Contract: after
+  every outermost step, `rec.step_ended(seq)`
   runs `rec.on_step_end` callbacks on this thread; a step starting while
   `rec.in_window` is True is written with `in_window: true`
   (see diag/collect/recorder.py).
@@ -148,9 +150,16 @@ class TorchHooks:
         if self.opts.get("nvtx", True):
             self._try("torch.cuda.nvtx", self._install_nvtx)
         rec.flush_hooks.append(lambda final: self.resolve(block=final))
+        if self.opts.get("kernel_windows"):
+            self._try("kernel_windows", self._install_kernel_windows)
         atexit.register(self.resolve, True)  # after torch's own import: runs before CUDA teardown
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork_child)
+
+    def _install_kernel_windows(self) -> None:
+        from diag.collect import kernel_windows
+
+        kernel_windows.install(self.rec)  # notes its own reasons when it cannot run
 
     def _try(self, what: str, fn: Any) -> None:
         try:

@@ -1,0 +1,215 @@
+"""torch hooks, through a real target process: steps, copies, syncs, torch.load, torch.cuda.nvtx."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from hooks_support import details, run_target
+
+TARGET = """
+import gc, os, threading, torch, diag
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.act = torch.nn.ReLU()
+    def forward(self, x, mask=None):
+        y = self.act(self.lin(x))
+        y.sum().item()                    # a CPU item(): not a sync
+        if SYNC_IN_STEP:
+            try:
+                torch.cuda.synchronize()  # raises on a CPU build; still a synchronizing call
+            except Exception:
+                pass
+        return y if mask is None else y * mask
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = Block()
+        self.b = torch.nn.Sequential(Block(), torch.nn.Linear(4, 2))
+    def forward(self, x, mask=None):
+        return self.b(self.a(x, mask=mask))
+
+SYNC_IN_STEP = False
+net = Net().eval()
+with torch.no_grad():
+    for _ in range(5):
+        net(torch.randn(3, 4))
+    net(torch.randn(7, 4, dtype=torch.float32), mask=torch.ones(7, 4))
+    SYNC_IN_STEP = True
+    net(torch.randn(2, 4))
+    SYNC_IN_STEP = False
+    t = threading.Thread(target=lambda: net(torch.randn(9, 4)))
+    t.start(); t.join()
+
+path = os.path.join(os.getcwd(), "weights.pt")
+torch.save(net.state_dict(), path)
+net.load_state_dict(torch.load(path))
+
+x = torch.randn(16, 4)
+x.to(torch.float64); x.to("cpu"); x.cpu(); torch.empty(16, 4).copy_(x)   # no cross-device copy
+if torch.cuda.is_available():
+    g = x.cuda()
+    x.pin_memory().to("cuda", non_blocking=True)
+    g.cpu(); g.sum().item(); torch.empty(16, 4).copy_(g)
+    torch.cuda.synchronize()
+
+class FakeNvtx:                              # stands in for CUDA's libnvtx on a CPU build
+    calls = []
+    def rangePushA(self, m): self.calls.append(("push", m)); return 0
+    def rangePop(self): self.calls.append(("pop",)); return 0
+    def rangeStartA(self, m): self.calls.append(("start", m)); return 42
+    def rangeEnd(self, i): self.calls.append(("end", i))
+    def markA(self, m): self.calls.append(("mark", m))
+if not torch.cuda.is_available():
+    torch.cuda.nvtx._nvtx = FakeNvtx()
+tn = torch.cuda.nvtx
+tn.range_push("request"); tn.range_push("inner"); tn.range_pop(); tn.range_pop()
+with tn.range("ctx_{}", 1):
+    pass
+rid = tn.range_start("started"); tn.range_end(rid)
+tn.mark("here")
+with diag.request():
+    with diag.stage("preprocess"):
+        pass
+gc.collect()
+if not torch.cuda.is_available():
+    print("NVTX", FakeNvtx.calls)
+"""
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("torch_target")
+    run, proc = run_target(tmp, TARGET)
+    assert proc.returncode == 0, proc.stderr
+    return run, proc
+
+
+def test_steps_are_outermost_module_calls(recorded) -> None:
+    run, _ = recorded
+    steps = run.table("steps")
+    assert list(steps["model"]) == ["Net"] * 8  # Block/Sequential/Linear inside are not steps
+    assert list(steps["batch"]) == [3, 3, 3, 3, 3, 7, 2, 9]
+    assert list(steps["seq"]) == list(range(8))
+    assert steps["shapes"].iloc[0] == "[[3,4]]"
+    assert steps["shapes"].iloc[5] == "[[7,4],[7,4]]"  # keyword tensor inputs count too
+    assert set(steps["dtype"]) == {"float32"} and set(steps["device"]) == {"cpu"}
+    assert (steps["dur_ns"] > 0).all() and (steps["gpu_ns"] == -1).all()
+    assert (steps["weight"] == 1).all() and not steps["in_window"].any()
+    assert steps["tid"].nunique() == 2  # the step run on another thread is a step of its own
+    assert list(steps["syncs"]) == [0, 0, 0, 0, 0, 0, 2, 0]  # two Blocks synchronize in step 6
+
+
+def test_syncs(recorded) -> None:
+    run, _ = recorded
+    syncs = run.table("syncs")
+    cpu = syncs[syncs["api"] == "torch.cuda.synchronize"]
+    assert len(cpu) >= 1 and bool(cpu["in_step"].iloc[0])
+    assert "Tensor.item" not in set(syncs["api"]) or torch.cuda.is_available()  # CPU item() is no sync
+
+
+def test_events(recorded) -> None:
+    run, _ = recorded
+    ev = run.table("events")
+    kinds = set(ev["kind"])
+    assert {"process_start", "import", "first_step", "model_load", "gc"} <= kinds
+    (imp,) = details(ev, "import")
+    assert imp["version"] == torch.__version__
+    assert ev[ev["kind"] == "import"]["dur_ns"].iloc[0] > 10**6
+    (load,) = details(ev, "model_load")
+    assert load["file"].endswith("weights.pt") and load["bytes"] > 0
+    assert ev[ev["kind"] == "first_step"]["name"].iloc[0] == "Net"
+    gens = {d["generation"] for d in details(ev, "gc")}
+    assert 2 in gens  # the explicit gc.collect()
+    assert "note" not in kinds, details(ev, "note")
+
+
+def test_meta(recorded) -> None:
+    run, _ = recorded
+    import glob
+    import os
+
+    from diag.store.jsonl import read_jsonl
+
+    rows = [r for p in glob.glob(os.path.join(run.path, "raw", "meta.*.jsonl")) for r in read_jsonl(p)]
+    merged: dict = {}
+    for r in rows:
+        merged.update(r)
+    assert merged["torch"] == torch.__version__ and merged["python"]
+    assert "cuda_runtime" in merged
+
+
+def test_copies(recorded) -> None:
+    run, _ = recorded
+    copies = run.table("copies")
+    if not torch.cuda.is_available():
+        assert copies.empty  # same-device .to/.cpu/.copy_ are not copies
+        pytest.skip("no CUDA device: cross-device copies cannot happen here")
+    h2d = copies[copies["direction"] == "h2d"]
+    assert set(h2d["pinned"]) == {True, False}
+    assert bool(h2d[h2d["pinned"] == True]["non_blocking"].iloc[0])  # noqa: E712
+    assert (copies["bytes"] == 16 * 4 * 4).all()
+    assert {"d2h"} <= set(copies["direction"])
+    syncs = set(run.table("syncs")["api"])
+    assert {"Tensor.cpu", "Tensor.item", "Tensor.copy_", "torch.cuda.synchronize"} <= syncs
+
+
+def test_torch_cuda_nvtx_recorded_and_passed_on(recorded) -> None:
+    run, proc = recorded
+    ranges = run.table("ranges")
+    tn = ranges[ranges["source"] == "torch.cuda.nvtx"]
+    by_name = {r["name"]: r for _, r in tn.iterrows()}
+    assert set(by_name) == {"request", "inner", "ctx_1", "started"}
+    assert by_name["request"]["kind"] == "request" and by_name["inner"]["kind"] == "stage"
+    assert by_name["request"]["depth"] == 0 and by_name["inner"]["depth"] == 1
+    diag_ranges = ranges[ranges["source"] == "diag"]
+    assert sorted(diag_ranges["name"]) == ["preprocess", "request"]
+    ev = run.table("events")
+    assert "here" in set(ev[ev["kind"] == "mark"]["name"])
+    if not torch.cuda.is_available():
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("NVTX"))
+        calls = line[len("NVTX "):]
+        for expected in ("('push', 'request')", "('push', 'ctx_1')", "('start', 'started')", "('end', 42)",
+                         "('mark', 'here')"):
+            assert expected in calls
+        assert calls.count("('pop',)") == 3
+
+
+def test_sigkilled_target_leaves_readable_rows(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hooks_support import make_run_dir, target_env, write_script
+
+    from diag.store.run import open_run
+
+    run_dir = make_run_dir(tmp_path)
+    script = write_script(tmp_path, """
+        import sys, torch
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        n = 0
+        while True:
+            m(torch.randn(2, 8)); n += 1
+            if n == 50:
+                print("ready", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, str(script)], env=target_env(run_dir, {"flush_s": 0.1}),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.6)  # a few flush intervals
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    steps = open_run(str(run_dir)).table("steps")
+    assert len(steps) >= 50 and list(steps["seq"][:50]) == list(range(50))
+    assert json.loads(open_run(str(run_dir)).table("events")["detail"].iloc[0]) is not None
