@@ -7,6 +7,7 @@ fills in (c_nvmlGpmMetricsGet_t) is the real one.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import time
 from types import SimpleNamespace
@@ -44,9 +45,9 @@ class FakeNvml:
                 setattr(self, name, getattr(pynvml, name))
         self.count = count
         self.inits = 0
-        self.power_calls = {0: 0, 1: 0}
+        self.power_calls = collections.defaultdict(int)
         self.samples: dict[int, tuple[int, int]] = {}  # buffer address -> (device, sample number)
-        self.taken = {0: 0, 1: 0}
+        self.taken = collections.defaultdict(int)
         self.pairs: list[tuple[int, int]] = []  # (k1, k2) of each metrics request
         self.freed = 0
 
