@@ -98,7 +98,7 @@ def _load(path: str, rule_dirs: Sequence[str]):  # noqa: ANN202 - (Run, Diagnosi
     from diag.engine import diagnose
     from diag.store.run import open_run
 
-    if os.path.isfile(path) and path.endswith((".json", ".sqlite", ".db")):
+    if os.path.isfile(path):  # a trace from another tool (Kineto JSON, Nsight Systems SQLite)
         from diag.store.importers import import_trace
 
         run = import_trace(path)

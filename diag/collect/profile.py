@@ -162,6 +162,7 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
     manifest["duration_s"] = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
     manifest["collectors"].update({s.name: s.status() for s in samplers})
     _merge_target_meta(run_dir, manifest)
+    manifest["collectors"]["kernels"] = _kernel_status(run_dir, opts)
     write_manifest(run_dir, manifest)
     _seal(run_dir, manifest)
     return Recording(run_dir, outcome.exit_code, manifest)
@@ -169,13 +170,7 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
 
 def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
     """Take the target's own versions and the hooks' status from raw/meta rows."""
-    from diag.store.jsonl import RAW_DIR, read_jsonl
-
-    raw = os.path.join(run_dir, RAW_DIR)
-    metas = []
-    for name in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
-        if name.startswith("meta.") and name.endswith(".jsonl"):
-            metas.extend(read_jsonl(os.path.join(raw, name)))
+    metas = _raw_rows(run_dir, "meta")
     hooks = manifest["collectors"]["hooks"]
     if hooks.get("status") == "off":
         return
@@ -188,6 +183,35 @@ def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
     for m in metas:  # one process's rows: interpreter first, then each library as it is imported
         target.update({k: v for k, v in m.items() if k in ("python", "torch", "onnxruntime", "cuda_runtime") and v})
     manifest["versions"]["target"] = target
+
+
+def _raw_rows(run_dir: str, table: str) -> list[dict[str, Any]]:
+    from diag.store.jsonl import RAW_DIR, read_jsonl
+
+    raw = os.path.join(run_dir, RAW_DIR)
+    rows: list[dict[str, Any]] = []
+    for name in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
+        if name.startswith(f"{table}.") and name.endswith(".jsonl"):
+            rows.extend(read_jsonl(os.path.join(raw, name)))
+    return rows
+
+
+def _kernel_status(run_dir: str, opts: ProfileOptions) -> dict[str, Any]:
+    """Kernel windows run inside the target: read what they recorded."""
+    if not opts.gpu or opts.kernel_windows <= 0 or not opts.hooks:
+        return {"status": "off", "reason": "turned off by an option"}
+    windows = _raw_rows(run_dir, "windows")
+    if windows:
+        return {"status": "ok", "windows": len(windows)}
+    notes = [e for e in _raw_rows(run_dir, "events") if e.get("kind") == "note" and e.get("name") == "kernel_windows"]
+    if notes:
+        try:
+            reason = json.loads(notes[-1].get("detail") or "{}").get("reason") or "no window opened"
+        except (ValueError, AttributeError):
+            reason = "no window opened"
+        failed = "fail" in str(reason).lower() or "error" in str(reason).lower()
+        return {"status": "failed" if failed else "off", "reason": str(reason)}
+    return {"status": "off", "reason": "no window opened (no CUDA steps, or the run ended before warm-up)"}
 
 
 def _seal(run_dir: str, manifest: dict[str, Any]) -> None:

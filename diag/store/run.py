@@ -44,13 +44,14 @@ TABLES: dict[str, list[str]] = {
 }
 
 # Tables that are not JSON lines in raw/ but parsed from another tool's file.
-_DERIVED: dict[str, Callable[[str], list[dict[str, Any]]]] = {}
+Rows = list[dict[str, Any]] | pd.DataFrame
+_DERIVED: dict[str, Callable[[str], Rows]] = {}
 
 
-def derived_table(name: str) -> Callable[[Callable[[str], list[dict[str, Any]]]], Callable[[str], list[dict[str, Any]]]]:
+def derived_table(name: str) -> Callable[[Callable[[str], Rows]], Callable[[str], Rows]]:
     """Register a parser that builds table `name` from files in the run directory."""
 
-    def register(fn: Callable[[str], list[dict[str, Any]]]) -> Callable[[str], list[dict[str, Any]]]:
+    def register(fn: Callable[[str], Rows]) -> Callable[[str], Rows]:
         _DERIVED[name] = fn
         return fn
 
@@ -75,13 +76,10 @@ def _load_parsers() -> None:
     import importlib
 
     for mod in _PARSERS:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError:  # TODO(lead): strict once diag.store.pyspy lands
-            pass
+        importlib.import_module(mod)
 
 
-def _raw_rows(run_dir: str, name: str) -> list[dict[str, Any]]:
+def _raw_rows(run_dir: str, name: str) -> Rows:
     _load_parsers()
     if name in _DERIVED:
         return _DERIVED[name](run_dir)
