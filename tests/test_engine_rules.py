@@ -105,3 +105,22 @@ def test_advice_rule_without_label(tmp_path):
     f = next(f for f in d.findings if f.rule == "mine.note")
     assert f.label is None and f.severity == "high"
     assert d.primary == "compute_bound"
+
+
+def test_docs_rules_md_is_in_sync():
+    import pathlib
+
+    from diag.engine.docs import rules_markdown
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "rules.md"
+    assert path.read_text() == rules_markdown(), "regenerate: python -m diag.engine.docs"
+
+
+def test_every_link_points_at_a_rules_md_anchor():
+    from diag.engine.docs import rules_markdown
+
+    text = rules_markdown()
+    for rule in load_rules():
+        for rec in rule.recommendations:
+            page, _, frag = rec.link.partition("#")
+            assert page == "docs/rules.md" and f'<a id="{frag}"></a>' in text, rec.link

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
+from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
 
 BAR_WIDTH = 20
 MAX_FINDINGS = 3
@@ -103,7 +104,8 @@ def _finding(f: Finding, detailed: bool) -> RenderableType:
         if r.code and detailed:
             lines = r.code.splitlines()
             code = "\n".join(lines[:MAX_CODE_LINES]) + ("\n..." if len(lines) > MAX_CODE_LINES else "")
-            parts.append(Padding(Syntax(code, "python", theme="ansi_dark", background_color="default"), (0, 0, 0, 4)))
+            parts.append(Padding(Syntax(code, "python", theme="ansi_dark", background_color="default", word_wrap=True),
+                                 (0, 0, 0, 4)))
         tail = []
         if r.expected_gain:
             tail.append(f"gain: {r.expected_gain}")
@@ -135,8 +137,12 @@ def build(d: Diagnosis, max_findings: int = MAX_FINDINGS) -> RenderableType:
     return Group(*parts)
 
 
-def print_diagnosis(d: Diagnosis, console: Console | None = None) -> None:
-    """Print the diagnosis to the terminal (stdout unless a console is given)."""
+def print_diagnosis(d: Diagnosis, run: object = None, console: Console | None = None) -> None:
+    """Print the diagnosis to the terminal (stdout unless a console is given).
+
+    `run` (the diag.store.run.Run) is accepted for callers that have it; the
+    view needs only the diagnosis.
+    """
     (console or Console(highlight=False)).print(build(d))
 
 

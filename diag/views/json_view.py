@@ -18,6 +18,11 @@ def dumps(d: Diagnosis, indent: int | None = 2) -> str:
     return json.dumps(d.to_json(), indent=indent, allow_nan=False, default=str)
 
 
+def to_json_text(d: Diagnosis) -> str:
+    """What `diag analyze RUN --json` prints."""
+    return dumps(d)
+
+
 def write(d: Diagnosis, out: TextIO) -> None:
     """Write the JSON object and a newline to `out` (stdout for `--json`)."""
     out.write(dumps(d) + "\n")

@@ -1,0 +1,82 @@
+"""docs/rules.md, generated from the built-in rule files: `python -m diag.engine.docs`.
+
+Recommendation links point at the anchors written here (`rules.anchor`).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+from diag.engine.rules import anchor, builtin_rule_files, parse_rule_file
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_INTRO = """# Rules
+
+diag's verdict comes from these rules (the TOML files in `rules/`, shipped
+inside the wheel). Each rule has a condition over the metrics of
+[metrics.md](metrics.md), a score in [0, 1] for the label it backs, the
+metrics it cites as evidence, and recommendations whose expected gain is an
+upper bound computed from the run's own time shares (`limit(share)` =
+1 / (1 - share): the whole share removed; `amdahl(share, k)`: that share made
+k times faster).
+
+A label's score is the highest score of its rules that fired, multiplied by
+the share of the run that is not one-time startup cost (for every label but
+`cold_start`). The primary label is the best-scoring one; ties go to the more
+specific explanation. A rule that needs a metric the run did not record does
+not fire.
+
+Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR,
+same format; see `diag/engine/rules.py`).
+
+This page is generated (`python -m diag.engine.docs`); a test keeps it in sync.
+"""
+
+
+def rules_markdown() -> str:
+    """The text of docs/rules.md."""
+    out = [_INTRO]
+    for name, text in builtin_rule_files():
+        raw = {r["id"]: r for r in tomllib.loads(text)["rule"]}
+        header = []
+        for ln in text.splitlines():  # the comment block at the top of the file
+            if not ln.startswith("#"):
+                break
+            header.append(ln[1:].strip())
+        out.append(f"\n## {name}\n")
+        if header:
+            out.append(" ".join(header) + "\n")
+        for rule in parse_rule_file(name, text):
+            r = raw[rule.id]
+            out.append(f'<a id="{anchor(rule.id)}"></a>\n### `{rule.id}`\n')
+            out.append(f"- label: `{rule.label or '(advice only)'}`")
+            out.append(f"- fires when: `{r['when']}`")
+            if "score" in r:
+                out.append(f"- score: `{r['score']}`")
+            out.append("- evidence: " + ", ".join(f"`{e.metric}`" for e in rule.evidence))
+            out.append(f"- title: {r['title']}\n")
+            for rec in r.get("recommendation", []):
+                cond = f" *(when `{rec['when']}`)*" if "when" in rec else ""
+                out.append(f"**Fix**{cond}: {rec['text']}\n")
+                if rec.get("code"):
+                    out.append("```\n" + rec["code"].rstrip() + "\n```\n")
+                if rec.get("gain"):
+                    out.append(f"Expected gain: `{rec['gain']}` — {rec.get('expected_gain', '')}\n")
+                elif rec.get("expected_gain"):
+                    out.append(f"Expected gain: {rec['expected_gain']}\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main() -> None:
+    path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+    path.write_text(rules_markdown())
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
