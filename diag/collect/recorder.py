@@ -316,6 +316,16 @@ class Recorder:
         self.pid = os.getpid()
         self.meta(python=sys.version.split()[0], forked_from=os.getppid())
         self._start_thread()
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            # A multiprocessing child leaves through os._exit (no atexit) after running
+            # its finalizers; it clears inherited ones first, then runs after-fork hooks.
+            mp_util.register_after_fork(self, Recorder._close_at_mp_exit)
+
+    def _close_at_mp_exit(self) -> None:
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(None, self.close, exitpriority=-100)
 
 
 def process_start_ns() -> int | None:

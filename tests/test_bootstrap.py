@@ -1,0 +1,196 @@
+"""The bootstrap sitecustomize and the recorder, through real Python processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hooks_support import BOOTSTRAP, details, make_run_dir, run_target, target_env, write_script
+
+from diag.collect.recorder import Recorder
+from diag.store.jsonl import read_jsonl
+from diag.store.run import open_run
+
+USER_SITE = """
+import os
+os.environ["USER_SITECUSTOMIZE_RAN"] = "yes"
+"""
+
+
+def test_user_sitecustomize_still_runs(tmp_path) -> None:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(USER_SITE)
+    code = """
+        import os, sys
+        print(os.environ.get("USER_SITECUSTOMIZE_RAN"), sys.modules["sitecustomize"].__file__)
+    """
+    run, proc = run_target(tmp_path, code, extra_path=[str(site)])
+    assert proc.returncode == 0, proc.stderr
+    ran, file = proc.stdout.split()
+    assert ran == "yes" and file == str(site / "sitecustomize.py")
+    assert not run.table("events").empty  # and diag recorded too
+    # Without DIAG_RUN_DIR (our directory left on PYTHONPATH): nothing recorded, theirs still runs.
+    script = write_script(tmp_path, code, "plain.py")
+    plain = subprocess.run([sys.executable, str(script)], env=target_env(None, extra_path=[str(site)]),
+                           capture_output=True, text=True, timeout=60)
+    assert plain.stdout.split()[0] == "yes", plain.stderr
+
+
+def test_failing_user_sitecustomize_behaves_as_without_diag(tmp_path) -> None:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("raise ValueError('user bug')\n")
+    run, proc = run_target(tmp_path, "print('target ran')", extra_path=[str(site)])
+    assert proc.returncode == 0 and proc.stdout.strip() == "target ran"
+    assert "Error in sitecustomize" in proc.stderr and "user bug" in proc.stderr  # as Python itself reports it
+
+
+def test_target_that_never_imports_torch(tmp_path) -> None:
+    code = """
+        import sys, time
+        import diag
+        with diag.stage("work"):
+            sum(range(1000))
+        print(sorted(m for m in ("torch", "onnxruntime", "nvtx", "numpy") if m in sys.modules))
+    """
+    run, proc = run_target(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"  # diag loaded none of them
+    ev = run.table("events")
+    assert set(ev["kind"]) <= {"process_start", "gc"} and "process_start" in set(ev["kind"])
+    (start,) = details(ev, "process_start")
+    start_ts = int(ev[ev["kind"] == "process_start"]["ts_ns"].iloc[0])
+    assert abs(start_ts - run.start_ns) < 30 * 10**9 and start["ppid"] == os.getpid()
+    assert run.table("steps").empty
+    assert list(run.table("ranges")["name"]) == ["work"]
+
+
+def test_import_hygiene() -> None:
+    """The recording side never loads pandas, plotly, textual or pyarrow."""
+    code = (
+        "import sys, diag, diag.api, diag.collect.recorder, diag.collect.hooks, diag.collect.hooks.torch, "
+        "diag.collect.hooks.ort, diag.collect.hooks.nvtx\n"
+        "import torch, nvtx\n"
+        "torch.nn.Linear(2, 2)(torch.ones(1, 2))\n"
+        "print(sorted(m for m in ('pandas', 'plotly', 'textual', 'pyarrow') if m in sys.modules))\n"
+    )
+    env = target_env(None)
+    env["DIAG_RUN_DIR"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"diag-hygiene-{os.getpid()}")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(env["DIAG_RUN_DIR"], ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_other_interpreter_finds_diag_through_pkg_parent(tmp_path) -> None:
+    other = shutil.which("python3", path="/usr/bin:/bin")
+    if not other or subprocess.run([other, "-c", "import diag"], capture_output=True, cwd=tmp_path).returncode == 0:
+        pytest.skip("no interpreter without diag installed")
+    run, proc = run_target(tmp_path, "import sys; print(sys.version)", python=other)
+    assert proc.returncode == 0, proc.stderr
+    meta = [r for p in os.listdir(os.path.join(run.path, "raw")) if p.startswith("meta.")
+            for r in read_jsonl(os.path.join(run.path, "raw", p))]
+    assert meta and meta[0]["python"] == proc.stdout.split()[0]
+
+
+def test_bad_run_dir_and_options_never_hurt_the_target(tmp_path) -> None:
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    script = write_script(tmp_path, "import diag\nwith diag.request():\n    pass\nprint('ok')\n")
+    env = target_env(None)
+    env.update(DIAG_RUN_DIR=str(blocker / "run"), DIAG_OPTIONS="{not json")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok" and proc.stderr == ""
+    # Bad options alone: a note says so, the defaults apply.
+    run_dir = make_run_dir(tmp_path)
+    env["DIAG_RUN_DIR"] = str(run_dir)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    notes = details(open_run(str(run_dir)).table("events"), "note")
+    assert any("DIAG_OPTIONS is not JSON" in n["reason"] for n in notes)
+
+
+def test_sigterm_flushes_then_dies_by_sigterm(tmp_path) -> None:
+    run_dir = make_run_dir(tmp_path)
+    script = write_script(tmp_path, """
+        import time, diag
+        for i in range(5):
+            with diag.stage(f"s{i}"):
+                pass
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, str(script)], env=target_env(run_dir, {"flush_s": 30}),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGTERM
+    assert len(open_run(str(run_dir)).table("ranges")) == 5  # flushed though flush_s is 30 s
+
+
+def test_forked_children_write_their_own_files(tmp_path) -> None:
+    code = """
+        import multiprocessing as mp, os, sys, diag
+
+        def work():
+            with diag.stage("mp_child"):
+                pass
+
+        pid = os.fork()
+        if pid == 0:
+            with diag.stage("child"):
+                pass
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        p = mp.get_context("fork").Process(target=work)   # exits through os._exit
+        p.start(); p.join()
+        with diag.stage("parent"):
+            pass
+        print(pid, p.pid)
+    """
+    run, proc = run_target(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    ranges = run.table("ranges")
+    by_name = dict(zip(ranges["name"], ranges["pid"], strict=True))
+    child, mp_child = (int(x) for x in proc.stdout.split())
+    assert by_name["child"] == child and by_name["mp_child"] == mp_child
+    assert by_name["parent"] not in (child, mp_child)
+
+
+def test_bootstrap_is_inert_without_run_dir(tmp_path) -> None:
+    code = "import sys; print('diag.collect.recorder' in sys.modules, len(sys.meta_path))"
+    script = write_script(tmp_path, code)
+    proc = subprocess.run([sys.executable, str(script)], env=target_env(None), capture_output=True, text=True,
+                          timeout=60)
+    bare = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DIAG_")})
+    assert proc.stdout == bare.stdout and proc.stdout.startswith("False")
+    assert (BOOTSTRAP / "sitecustomize.py").exists()
+
+
+def test_tables_stay_bounded(tmp_path) -> None:
+    """After table_rows rows, 1 in 2, then 1 in 4...; weights keep totals right."""
+    rec = Recorder(str(tmp_path), {"table_rows": 100})
+    kept = [w for w in (rec.weight("steps") for _ in range(300_000)) if w]
+    assert len(kept) < 1500  # O(table_rows * log(n)), not 300 000
+    assert kept[:100] == [1] * 100 and kept[100:150] == [2] * 50 and max(kept) == 1024
+    assert abs(sum(kept) - 300_000) < 1024 * 2
+    for i in range(300):
+        rec.range("request" if i % 2 else "stage", time.time_ns(), 10, source="diag")
+    rec.close()
+    rows = read_jsonl(str(tmp_path / "raw" / f"ranges.{os.getpid()}.jsonl"))
+    assert 100 < len(rows) < 300 and sum(r["weight"] for r in rows) in range(290, 310)
+    assert {r["kind"] for r in rows} == {"request", "stage"}
+    assert json.dumps(rows[0])  # plain JSON rows
