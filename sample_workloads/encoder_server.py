@@ -9,9 +9,11 @@ arrival to its reply.
 
 from __future__ import annotations
 
+import collections
 import http.client
 import queue
 import random
+import statistics
 import threading
 import time
 import zlib
@@ -26,6 +28,7 @@ from torch import nn
 SHAPES = {"cpu": (256, 4, 128), "cuda": (768, 12, 512)}
 VOCAB = 30_000
 LOAD = 0.95  # arrival rate as a share of the worker's measured capacity
+UNAVAILABLE = -1  # the reply for requests still waiting at shutdown
 WORDS = "the a model server request reply fast cheap good bad order ship late early price item".split()
 
 
@@ -52,28 +55,32 @@ class Worker:
     def __init__(self, model: nn.Module, device: str, length: int) -> None:
         self.model, self.device, self.length = model, device, length
         self.pending: queue.Queue = queue.Queue()
-        self.running = True
-        self.service_s = 0.0  # moving average of the time one request takes in the model
-
-    def timed_classify(self, text: str) -> int:
-        start = time.perf_counter()
-        label = self.classify(text)
-        took = time.perf_counter() - start
-        self.service_s = took if self.service_s == 0.0 else 0.9 * self.service_s + 0.1 * took
-        return label
+        self.accepting = True  # False: answer what is left with "unavailable" (shutting down)
+        self.closed = False
+        self.recent: collections.deque[float] = collections.deque(maxlen=50)  # seconds per request
 
     def classify(self, text: str) -> int:
         tokens = torch.tensor([tokenize(text, self.length)], device=self.device)
         return int(self.model(tokens).argmax(dim=1).cpu()[0])
 
+    def timed_classify(self, text: str) -> int:
+        start = time.perf_counter()
+        label = self.classify(text)
+        self.recent.append(time.perf_counter() - start)
+        return label
+
+    def service_s(self) -> float:
+        """Typical time to serve one request (median: a few outliers should not move it)."""
+        return statistics.median(self.recent)
+
     def run(self) -> None:
         with torch.inference_mode():
-            while self.running:
+            while not self.closed:
                 try:
                     text, reply, done = self.pending.get(timeout=0.1)
                 except queue.Empty:
                     continue
-                reply.append(self.timed_classify(text))
+                reply.append(self.timed_classify(text) if self.accepting else UNAVAILABLE)
                 done.set()
 
 
@@ -87,7 +94,7 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
                 worker.pending.put((text, reply, done))
                 done.wait()
                 body = str(reply[0]).encode()
-                self.send_response(200)
+                self.send_response(503 if reply[0] == UNAVAILABLE else 200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -102,15 +109,17 @@ def send(port: int, text: str, latencies: list[float]) -> None:
     start = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port)
     conn.request("POST", "/classify", body=text.encode())
-    conn.getresponse().read()
+    response = conn.getresponse()
+    response.read()
     conn.close()
-    latencies.append(time.perf_counter() - start)
+    if response.status == 200:
+        latencies.append(time.perf_counter() - start)
 
 
 def client(port: int, worker: Worker, stop: threading.Event, latencies: list[float]) -> None:
     """Open-loop load: requests leave at Poisson times whether or not earlier ones came back."""
     rnd = random.Random(0)
-    while not stop.wait(rnd.expovariate(LOAD / worker.service_s)):
+    while not stop.wait(rnd.expovariate(LOAD / worker.service_s())):
         text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(20, 120)))
         threading.Thread(target=send, args=(port, text, latencies), daemon=True).start()
 
@@ -125,7 +134,7 @@ def main() -> None:
             worker.timed_classify(" ".join(WORDS))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(worker))
-    server.daemon_threads = True
+    server.daemon_threads = False  # so server_close() waits for every open request to be answered
     threading.Thread(target=server.serve_forever, daemon=True).start()
     worker_thread = threading.Thread(target=worker.run, name="model-worker")
     worker_thread.start()
@@ -138,9 +147,11 @@ def main() -> None:
     deadline.stop.set()
     elapsed = deadline.elapsed()
     load.join()
-    worker.running = False
-    worker_thread.join()
+    worker.accepting = False  # answer the requests still waiting with 503, so none is left open
     server.shutdown()
+    server.server_close()
+    worker.closed = True
+    worker_thread.join()
     done = sorted(latencies)
     p50 = done[len(done) // 2] * 1000 if done else 0.0
     summary("encoder_server", args.device, len(done), "requests", elapsed, f"p50 latency {p50:.1f} ms")

@@ -99,7 +99,7 @@ def main() -> None:
     )
     session = ort.InferenceSession(path, providers=providers)
     os.remove(path)
-    rows = make_rows(8 * BATCH)
+    rows = make_rows(4 * BATCH)
 
     deadline = Deadline(args.seconds)
     steps = 0
