@@ -116,3 +116,19 @@ def test_engine_diagnosis_renders(tmp_path):
     assert data["verdict"]["label"] == diagnosis.primary
     assert len(data["findings"]) == len(diagnosis.findings)
     assert {"fig-timeline", "fig-stacks", "fig-breakdown"} <= _chart_ids(html)
+
+
+def test_run_with_no_tables_still_reports(tmp_path):
+    # A run killed right after it started: a manifest, no tables, no phases, no verdict.
+    from diag.engine.diagnosis import Diagnosis
+    from diag.store.manifest import write_manifest
+
+    write_manifest(str(tmp_path), {"schema": "diag.run/1", "command": ["python", "x.py"], "start_ns": 10**18,
+                                   "end_ns": 10**18 + 10**9, "partial": True})
+    diagnosis = Diagnosis(run={}, primary=None, scores={}, phases=[], findings=[], metrics={})
+    html = render_html(build_report_data(open_run(str(tmp_path)), diagnosis), cdn=True)
+    assert _chart_ids(html) == set()
+    assert "partial run" in html and "no verdict" in html
+    for reason in ("No time series were recorded.", "No steps or requests were recorded",
+                   "No Python stack samples: the stacks collector did not report.", "No findings."):
+        assert reason in html
