@@ -27,7 +27,8 @@ while time.time() < end:
 
 
 def _trace(run_dir):
-    with open(run_dir / "raw" / "pyspy.json") as f:
+    (path,) = (run_dir / "raw").glob("pyspy.*.json")
+    with open(path) as f:
         return json.load(f)
 
 
@@ -109,3 +110,29 @@ def test_python_started_late_by_a_shell(tmp_path, monkeypatch):
     assert st["status"] == "ok", st
     assert st["attempts"] >= 2
     assert any(e["name"] == "spin_here" for e in _trace(tmp_path))
+
+
+@pytest.mark.skipif(find_py_spy() is None, reason="py-spy not installed")
+def test_segments_rotate_and_compact_so_long_runs_stay_bounded(tmp_path):
+    """py-spy holds its samples in memory: it is restarted every rotate_s and each segment compacted."""
+    from diag.store.manifest import write_manifest
+    from diag.store.run import open_run
+
+    child = subprocess.Popen([sys.executable, "-c", WORK.format(secs=4.0)])
+    write_manifest(str(tmp_path), {"schema": "diag.run/1", "start_ns": time.time_ns()})
+    s = StackSampler(rotate_s=1.2)
+    s.start(str(tmp_path), child.pid)
+    child.wait()
+    s.stop()
+    st = s.status()
+    _skip_if_no_attach(st)
+    assert st["segments"] >= 3, st
+    deadline = time.monotonic() + 30  # compaction runs in niced subprocesses
+    while time.monotonic() < deadline and not list((tmp_path / "raw").glob("stacks.*.parquet")):
+        time.sleep(0.2)
+    assert list((tmp_path / "raw").glob("stacks.*.parquet")), os.listdir(tmp_path / "raw")
+    stacks = open_run(str(tmp_path)).table("stacks")
+    ours = stacks[stacks["pid"] == child.pid]
+    assert ours["stack"].str.contains("spin_here").any()
+    span_s = (ours["ts_ns"].max() - ours["ts_ns"].min()) / 1e9
+    assert span_s > 2.5  # samples from more than one segment

@@ -1,9 +1,15 @@
 """Stack sampler: py-spy as a subprocess attached to the target.
 
 py-spy records the Python stacks of the target and its subprocesses into
-RUN/raw/pyspy.json (chrometrace: timestamps in µs relative to py-spy's own
-start, which status()["start_ns"] pins to the shared clock). Its own output
-goes to RUN/raw/pyspy.log, never to the user's terminal.
+RUN/raw/pyspy.<start_ns>.json (chrometrace: timestamps in µs relative to
+py-spy's own start, which the file name pins to the shared clock). Its own
+output goes to RUN/raw/pyspy.log, never to the user's terminal.
+
+Bounded: py-spy keeps every sample in memory until it stops, and its trace
+grows by about 0.5 GB an hour per busy thread. So every `rotate_s` the
+running py-spy is stopped (it writes its segment) and a new one attached; a
+niced subprocess compacts the finished segment into a Parquet file of stack
+intervals (`python -m diag.store.pyspy compact`) and deletes the JSON.
 
 py-spy gives up after about a second when it finds no Python process. A
 target started through a shell script may run Python only later, so while the
@@ -23,10 +29,10 @@ from typing import Any
 
 import psutil
 
+from diag.collect.launcher import unblock_in_child
 from diag.collect.sampler import FAILED, OK, UNAVAILABLE
 from diag.store.jsonl import RAW_DIR
 
-TRACE_FILE = "pyspy.json"
 LOG_FILE = "pyspy.log"
 # py-spy's messages when the target (still) runs no Python
 _NO_PYTHON = ("No python processes found", "Failed to find python version")
@@ -72,13 +78,23 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _nice_child() -> None:
+    """preexec_fn for the compactor: normal signals, lowest CPU priority."""
+    unblock_in_child()
+    os.nice(19)
+
+
 class StackSampler:
     """Runs `py-spy record` against the target's process tree."""
 
     name = "stacks"
 
-    def __init__(self, rate_hz: int = 100, py_spy: str | None = None, stop_timeout_s: float = 20.0) -> None:
+    def __init__(self, rate_hz: int = 100, py_spy: str | None = None, stop_timeout_s: float = 20.0,
+                 rotate_s: float = 300.0) -> None:
         self.rate_hz = rate_hz
+        self.rotate_s = rotate_s
+        self._segment_t0 = 0.0
+        self._segments = 0
         self._py_spy = py_spy
         self._stop_timeout = stop_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
@@ -103,7 +119,7 @@ class StackSampler:
             self._exe, self._pid = exe, root_pid
             raw = os.path.join(run_dir, RAW_DIR)
             os.makedirs(raw, exist_ok=True)
-            self._out = os.path.join(raw, TRACE_FILE)
+            self._raw = raw
             self._log = os.path.join(raw, LOG_FILE)
             self._spawn()
             self._watcher = threading.Thread(target=self._watch, name="diag-stacks", daemon=True)
@@ -143,6 +159,8 @@ class StackSampler:
             st["start_ns"] = self._start_ns
         if self._attempts > 1:
             st["attempts"] = self._attempts
+        if self._segments:
+            st["segments"] = self._segments + 1
         if self._cpu_done + self._cpu_cur:
             st["cpu_s"] = round(self._cpu_done + self._cpu_cur, 4)
         return st
@@ -150,17 +168,42 @@ class StackSampler:
     # -- internals -------------------------------------------------------------
 
     def _spawn(self) -> None:
+        start_ns = time.time_ns()  # py-spy's trace timestamps count from about here
+        self._out = os.path.join(self._raw, f"pyspy.{start_ns}.json")
         cmd = [self._exe, "record", "--pid", str(self._pid), "--subprocesses", "--nonblocking", "--idle",
                "-r", str(self.rate_hz), "-f", "chrometrace", "-o", self._out]
         with open(self._log, "ab") as log:
             self._log_pos = log.tell()  # this attempt's messages start here
-            start_ns = time.time_ns()  # py-spy's trace timestamps count from about here
+            # Own session: a Ctrl-C at the terminal must not stop it before the target.
+            # Signals are unblocked: diag blocks them in its own threads (launcher.py).
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True, preexec_fn=unblock_in_child)
         with self._lock:
-            self._proc, self._start_ns = proc, start_ns
+            self._proc = proc
+            self._start_ns = self._start_ns or start_ns
+            self._segment_t0 = time.monotonic()
             self._attempts += 1
             self._status = {"status": OK}
+
+    def _rotate(self, proc: subprocess.Popen[bytes]) -> None:
+        """Stop the running py-spy (it writes its segment), compact that, attach a new one."""
+        done = self._out
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(self._stop_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        self._measure(proc)
+        self._retire()
+        self._segments += 1
+        if os.path.exists(done):
+            with open(self._log, "ab") as log:
+                subprocess.Popen([sys.executable, "-m", "diag.store.pyspy", "compact", done],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                 preexec_fn=_nice_child)
+        if _alive(self._pid):
+            self._spawn()
 
     def _watch(self) -> None:
         """Notice py-spy exiting early; retry while the target may still start Python."""
@@ -172,6 +215,8 @@ class StackSampler:
                 continue
             if proc.poll() is None:
                 self._measure(proc)
+                if self.rotate_s and time.monotonic() - self._segment_t0 >= self.rotate_s:
+                    self._rotate(proc)
                 continue
             if os.path.exists(self._out):  # py-spy ended with the target and wrote its trace
                 self._settle()
@@ -194,7 +239,7 @@ class StackSampler:
             proc = self._proc
         if proc is None:
             return  # never attached: the status already says why
-        if os.path.exists(self._out) and os.path.getsize(self._out) > 0:
+        if self._segments or (os.path.exists(self._out) and os.path.getsize(self._out) > 0):
             self._status = {"status": OK}
             return
         reason = _error_line(self._log, self._log_pos)

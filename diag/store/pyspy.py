@@ -43,8 +43,6 @@ from diag.store.jsonl import RAW_DIR, read_jsonl
 from diag.store.manifest import read_manifest
 from diag.store.run import derived_table
 
-PYSPY_FILE = "pyspy.json"
-
 # (file name ending, function) pairs whose presence as the innermost frame means "waiting".
 IDLE_FRAMES: list[tuple[str, str]] = [
     ("threading.py", "wait"), ("threading.py", "_wait_for_tstate_lock"), ("threading.py", "join"),
@@ -272,17 +270,67 @@ def pyspy_start_ns(manifest: dict[str, Any]) -> int:
     return int(stacks.get("start_ns") or manifest.get("start_ns") or 0)
 
 
+_SEGMENT = re.compile(r"pyspy\.(\d+)\.json$")
+_COMPACT = re.compile(r"stacks\.(\d+)\.parquet$")
+
+
+def _segment_start(path: str, manifest: dict[str, Any]) -> int:
+    """A segment's time zero: in its name (pyspy.<start_ns>.json), else the manifest."""
+    m = _SEGMENT.search(os.path.basename(path))
+    return int(m.group(1)) if m else pyspy_start_ns(manifest)
+
+
+def compact(path: str) -> str:
+    """Turn one finished py-spy segment into raw/stacks.<start_ns>.parquet and delete it.
+
+    Thread ids stay py-spy's; they are mapped when the run is read.
+    """
+    start_ns = _segment_start(path, {})
+    out = os.path.join(os.path.dirname(path), f"stacks.{start_ns}.parquet")
+    parse_pyspy(path, start_ns).to_parquet(out + ".tmp", index=False)
+    os.replace(out + ".tmp", out)
+    os.remove(path)
+    return out
+
+
 @derived_table("stacks")
 def stacks_of_run(run_dir: str) -> Any:
-    """The stacks table of a run, from raw/pyspy.json (empty when there is none)."""
-    path = os.path.join(run_dir, RAW_DIR, PYSPY_FILE)
-    if not os.path.isfile(path):
-        return []
+    """The stacks table of a run: compacted segments plus py-spy files still in JSON."""
+    raw = os.path.join(run_dir, RAW_DIR)
     try:
         manifest = read_manifest(run_dir)
     except (OSError, ValueError):
         manifest = {}
-    try:
-        return parse_pyspy(path, pyspy_start_ns(manifest), _thread_map(run_dir))
-    except (OSError, ValueError):
+    parts = []
+    for path in sorted(glob.glob(os.path.join(raw, "stacks.*.parquet"))):
+        try:
+            parts.append(pd.read_parquet(path))
+        except (OSError, ValueError):
+            continue  # a compaction cut short by a kill: its JSON is still there
+    compacted = {_COMPACT.search(p).group(1) for p in glob.glob(os.path.join(raw, "stacks.*.parquet"))
+                 if _COMPACT.search(p)}
+    for path in sorted(glob.glob(os.path.join(raw, "pyspy*.json"))):
+        m = _SEGMENT.search(os.path.basename(path))
+        if m and m.group(1) in compacted:
+            continue
+        try:
+            parts.append(parse_pyspy(path, _segment_start(path, manifest)))
+        except (OSError, ValueError):
+            continue
+    parts = [p for p in parts if not p.empty]
+    if not parts:
         return []
+    df = pd.concat(parts, ignore_index=True)
+    tid_map = _thread_map(run_dir)
+    if tid_map:
+        df["tid"] = df["tid"].map(lambda t: tid_map.get(int(t), int(t)))
+    return df
+
+
+if __name__ == "__main__":  # python -m diag.store.pyspy compact FILE (run by the stack sampler)
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "compact":
+        print(f"compacted {compact(sys.argv[2])}")
+    else:
+        sys.exit("usage: python -m diag.store.pyspy compact PYSPY_SEGMENT.json")
