@@ -47,7 +47,7 @@ def timeline_figure(timeline: dict[str, Any], phases: list[dict[str, Any]], dura
     rows = len(groups)
     spacing = 0.035
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=spacing,
-                        subplot_titles=[g["title"] for g in groups])
+                        subplot_titles=[plotly_text(g["title"]) for g in groups])
     panel = (1 - spacing * (rows - 1)) / rows
     legends: dict[str, Any] = {}
     for i, g in enumerate(groups, start=1):
@@ -57,19 +57,21 @@ def timeline_figure(timeline: dict[str, Any], phases: list[dict[str, Any]], dura
         legends[legend] = {"x": 1.01, "xanchor": "left", "y": top, "yanchor": "top", "font": {"size": 11},
                            "bgcolor": "rgba(255,255,255,0)", "tracegroupgap": 2}
         for j, s in enumerate(g["series"]):
+            name = plotly_text(s["name"])
             fig.add_trace(go.Scatter(
-                x=s["t_s"], y=s["values"], name=s["name"], mode="lines", legend=legend, showlegend=True,
+                x=s["t_s"], y=s["values"], name=name, mode="lines", legend=legend, showlegend=True,
                 line={"width": 1.3, "color": COLORS[j % len(COLORS)]},
-                hovertemplate=f"{s['name']}: %{{y:.3g}} {s['unit']}<extra></extra>",
+                # The name goes in as data, not into the template, so braces in it mean nothing.
+                meta=[name, plotly_text(s["unit"])], hovertemplate="%{meta[0]}: %{y:.3g} %{meta[1]}<extra></extra>",
             ), row=i, col=1)
-        fig.update_yaxes(title_text=" / ".join(g["units"]), title_font={"size": 11}, row=i, col=1,
+        fig.update_yaxes(title_text=plotly_text(" / ".join(g["units"])), title_font={"size": 11}, row=i, col=1,
                          rangemode="tozero")
     for p in phases:
         fill = PHASE_COLORS.get(p["name"], "rgba(100,116,139,0.08)")
         fig.add_vrect(x0=p["start_s"], x1=p["end_s"], fillcolor=fill, line_width=0, layer="below",
                       row="all", col=1)
-    fig.update_xaxes(title_text="seconds since start", row=rows, col=1)
-    fig.update_xaxes(range=[0, max(duration_s, 1e-3)])
+    fig.update_xaxes(title_text="time since the run started", row=rows, col=1)
+    fig.update_xaxes(range=[0, max(duration_s, 1e-3)], hoverformat=".2f", ticksuffix=" s")
     _style(fig, height=80 + 150 * rows)
     fig.update_layout(hovermode="x unified", margin={"t": 30, "r": 190}, **legends)
     fig.update_annotations(font_size=12, xanchor="left", x=0)
