@@ -213,3 +213,142 @@ def test_sigkilled_target_leaves_readable_rows(tmp_path) -> None:
     steps = open_run(str(run_dir)).table("steps")
     assert len(steps) >= 50 and list(steps["seq"][:50]) == list(range(50))
     assert json.loads(open_run(str(run_dir)).table("events")["detail"].iloc[0]) is not None
+
+
+# -- CUDA code paths with fakes (the GPU runs happen elsewhere) -------------------------------
+
+
+class FakeTensor:
+    def __init__(self, device: int | None, pinned: bool = False, n: int = 10) -> None:
+        self.device_index, self.pinned, self.n = device, pinned, n
+        self.is_cuda = device is not None
+
+    def get_device(self) -> int:
+        return -1 if self.device_index is None else self.device_index
+
+    def is_pinned(self) -> bool:
+        return self.pinned
+
+    def nelement(self) -> int:
+        return self.n
+
+    def element_size(self) -> int:
+        return 4
+
+
+class FakeEvent:
+    clock = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.done, self.t, self.stream, self.synced = False, None, None, 0
+
+    def record(self, stream=None) -> None:
+        FakeEvent.clock += 1
+        self.t, self.stream = FakeEvent.clock, stream
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.synced += 1
+        self.done = True
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.t - self.t) * 0.5  # ms
+
+
+class FakeCuda:
+    Event = FakeEvent
+    capturing = False
+
+    def is_current_stream_capturing(self) -> bool:
+        return self.capturing
+
+    def current_device(self) -> int:
+        return 0
+
+    def current_stream(self, index: int) -> str:
+        return f"stream{index}"
+
+    def is_initialized(self) -> bool:
+        return True
+
+
+def _fake_hooks(tmp_path, **options):
+    import types
+
+    from diag.collect.hooks.torch import TorchHooks
+    from diag.collect.recorder import Recorder
+
+    rec = Recorder(str(tmp_path), {"gc": False, **options})
+    fake_torch = types.SimpleNamespace(cuda=FakeCuda(), Tensor=FakeTensor)
+    return rec, TorchHooks(rec, fake_torch)
+
+
+def _rows(rec, table: str) -> list[dict]:
+    import os
+
+    from diag.store.jsonl import read_jsonl
+
+    rec.flush()
+    path = os.path.join(rec.run_dir, "raw", f"{table}.{os.getpid()}.jsonl")
+    return read_jsonl(path) if os.path.exists(path) else []
+
+
+def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
+    rec, hooks = _fake_hooks(tmp_path, cuda_event_all=2, cuda_event_every=3)
+    timed = [hooks._start_events(1) is not None for _ in range(7)]
+    assert timed == [True, True, False, True, False, False, True]
+    hooks.torch.cuda.capturing = True
+    assert hooks._start_events(0) is None  # never inside a CUDA graph capture
+    hooks.torch.cuda.capturing = False
+
+    rec2, hooks = _fake_hooks(tmp_path / "b")
+    ends = []
+    for seq in range(3):
+        events = hooks._start_events(0)
+        assert events[2] == "stream0"
+        row = {"seq": seq, "device": "cuda:0", "shapes": [], "gpu_ns": -1}
+        hooks._step_done(row, events, ts=seq, dur=5, seq=seq, mod=object())
+        ends.append(events[1])
+    assert _rows(rec2, "steps") == []  # nothing completed: rows wait, nobody blocks
+    ends[0].done = True
+    hooks.resolve()
+    assert [r["seq"] for r in _rows(rec2, "steps")] == [0]
+    hooks.resolve(block=True)  # at exit: waits for the rest, in order
+    rows = _rows(rec2, "steps")
+    assert [r["seq"] for r in rows] == [0, 1, 2] and all(r["gpu_ns"] == 500_000 for r in rows)
+    assert all(e.synced for e in ends[1:])
+    assert sum(len(v) for v in hooks.free_events.values()) == 3  # pairs are reused
+    assert _rows(rec2, "syncs") == []  # diag's own waits are not the program's syncs
+
+
+def test_copy_directions(tmp_path) -> None:
+    rec, hooks = _fake_hooks(tmp_path)
+    host, pinned, gpu0, gpu1 = FakeTensor(None), FakeTensor(None, pinned=True), FakeTensor(0), FakeTensor(1)
+    hooks._copy("to", host, host, False, 1, 2)           # no device change: nothing
+    hooks._copy("to", gpu0, FakeTensor(0), False, 1, 2)  # same GPU: nothing
+    hooks._copy("to", host, gpu0, False, 1, 2)
+    hooks._copy("cuda", pinned, gpu0, True, 1, 2)
+    hooks.state.depth = 1
+    hooks._copy("cpu", gpu0, host, False, 1, 2)          # blocking d2h inside a step: also a sync
+    hooks.state.depth = 0
+    hooks._copy("copy_", gpu0, gpu1, True, 1, 2)
+    hooks._copy("to", gpu0, pinned, True, 1, 2)          # non-blocking d2h into pinned memory: no sync
+    rows = [(r["api"], r["direction"], r["pinned"], r["non_blocking"], r["in_step"], r["bytes"])
+            for r in _rows(rec, "copies")]
+    assert rows == [("to", "h2d", False, False, False, 40), ("cuda", "h2d", True, True, False, 40),
+                    ("cpu", "d2h", False, False, True, 40), ("copy_", "d2d", None, True, False, 40),
+                    ("to", "d2h", True, True, False, 40)]
+    syncs = _rows(rec, "syncs")
+    assert [(s["api"], s["in_step"]) for s in syncs] == [("Tensor.cpu", True)]
+    assert hooks.state.syncs == 1
+
+
+def test_non_blocking_argument_forms() -> None:
+    from diag.collect.hooks.torch import _non_blocking
+
+    assert _non_blocking(("cuda",), {"non_blocking": True})
+    assert _non_blocking(("cuda", None, True), {})       # to(device, dtype, non_blocking)
+    assert _non_blocking((0, True), {})                  # cuda(device, non_blocking)
+    assert not _non_blocking(("cuda",), {})

@@ -128,8 +128,9 @@ class TorchHooks:
         rec.row_formatters["steps"] = _format_step
         self.state = rec.state
         self.opts = rec.options
-        self.pending: collections.deque[tuple[dict[str, Any], Any, Any]] = collections.deque()
-        self.free_events: list[tuple[Any, Any]] = []
+        self.pending: collections.deque[tuple[dict[str, Any], Any, Any, int]] = collections.deque()
+        self.free_events: dict[int, list[tuple[Any, Any]]] = {}  # per device index
+        self.event_sync: Any = None  # the real Event.synchronize (ours would count as a sync)
         self.lock = threading.Lock()
         self.cuda_steps = 0
         self.nvtx_local = threading.local()
@@ -169,7 +170,7 @@ class TorchHooks:
 
     def _after_fork_child(self) -> None:
         self.pending = collections.deque()
-        self.free_events = []
+        self.free_events = {}
         self.lock = threading.Lock()
 
     # -- steps -----------------------------------------------------------------
@@ -216,8 +217,9 @@ class TorchHooks:
         events = None
         try:
             row = self._step_row(mod, args, kwargs, seq, weight)
-            if row["device"][:4] == "cuda" or (row["device"] == "" and self._cuda_initialized()):
-                events = self._start_events()
+            device = row["device"]
+            if device[:4] == "cuda" or (device == "" and self._cuda_initialized()):
+                events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
         except Exception:  # noqa: BLE001 - never hurt the target
             pass
         state.depth = 1
@@ -264,9 +266,10 @@ class TorchHooks:
                 row["dur_ns"] = dur
                 row["syncs"] = self.state.syncs
                 if events is not None:
-                    events[1].record()
+                    start, end, stream, index = events
+                    end.record(stream)
                     with self.lock:
-                        self.pending.append((row, events[0], events[1]))
+                        self.pending.append((row, start, end, index))
                     self.resolve()
                 else:
                     rec.write("steps", row)
@@ -283,8 +286,8 @@ class TorchHooks:
         except Exception:  # noqa: BLE001
             return False
 
-    def _start_events(self) -> tuple[Any, Any] | None:
-        """A recorded start event and its end event, when this step is to be timed."""
+    def _start_events(self, index: int | None) -> tuple[Any, Any, Any, int] | None:
+        """A start event recorded now on the step's device, and its end event; None when not timed."""
         if not self.opts.get("cuda_events", True):
             return None
         n = self.cuda_steps
@@ -295,10 +298,13 @@ class TorchHooks:
         cuda = self.torch.cuda
         if cuda.is_current_stream_capturing():
             return None  # an event recorded into a CUDA graph capture cannot be queried
-        pair = self.free_events.pop() if self.free_events else (
-            cuda.Event(enable_timing=True), cuda.Event(enable_timing=True))
-        pair[0].record()
-        return pair
+        if index is None:
+            index = cuda.current_device()
+        stream = cuda.current_stream(index)
+        pool = self.free_events.get(index)
+        pair = pool.pop() if pool else (cuda.Event(enable_timing=True), cuda.Event(enable_timing=True))
+        pair[0].record(stream)
+        return pair[0], pair[1], stream, index
 
     def resolve(self, block: bool = False) -> None:
         """Write the step rows whose CUDA events have completed (all of them if block)."""
@@ -306,16 +312,16 @@ class TorchHooks:
             return
         with self.lock:
             while self.pending:
-                row, start, end = self.pending[0]
+                row, start, end, index = self.pending[0]
                 try:
                     if len(self.pending) > _MAX_PENDING:
-                        pass  # too far behind: give up on the oldest
-                    elif block:
-                        end.synchronize()
+                        raise TimeoutError  # too far behind: give up on the oldest
+                    if block:
+                        (self.event_sync or type(end).synchronize)(end)
                     elif not end.query():
                         break
                     row["gpu_ns"] = int(start.elapsed_time(end) * 1e6)
-                    self.free_events.append((start, end))
+                    self.free_events.setdefault(index, []).append((start, end))
                 except Exception:  # noqa: BLE001 - not completed or CUDA gone: unknown
                     row["gpu_ns"] = -1
                 self.pending.popleft()
@@ -417,6 +423,7 @@ class TorchHooks:
         torch.cuda.synchronize = timed("torch.cuda.synchronize", torch.cuda.synchronize)
         torch.Tensor.item = timed("Tensor.item", torch.Tensor.item, only_cuda_self=True)
         torch.Tensor.tolist = timed("Tensor.tolist", torch.Tensor.tolist, only_cuda_self=True)
+        self.event_sync = torch.cuda.Event.synchronize
         torch.cuda.Event.synchronize = timed("Event.synchronize", torch.cuda.Event.synchronize)
         torch.cuda.Stream.synchronize = timed("Stream.synchronize", torch.cuda.Stream.synchronize)
 
