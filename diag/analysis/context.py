@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,7 +19,7 @@ class Context:
     run: Run
     phases: Phases
     span: Span
-    _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def t0(self) -> int:
@@ -39,31 +40,60 @@ class Context:
         return self.phases.main_pid, self.phases.main_tid
 
     def window(self, name: str, by_end: bool = False) -> pd.DataFrame:
-        """Rows of table `name` that start inside the window (or end in it, for intervals)."""
+        """Rows of table `name` that start inside the window (or, for intervals, overlap it).
+
+        Tables are sorted by ts_ns, so this is a slice (no copy) in the usual case.
+        """
         key = f"{name}:{by_end}"
         if key not in self._cache:
             df = self.run.table(name)
             if not df.empty:
                 ts = df["ts_ns"].to_numpy(dtype=np.int64)
                 if by_end and "dur_ns" in df.columns:
-                    end = ts + pd.to_numeric(df["dur_ns"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
-                    mask = (end > self.t0) & (ts < self.t1)
+                    hi = int(np.searchsorted(ts, self.t1, side="left"))
+                    lo = int(np.searchsorted(ts, self.t0, side="left"))
+                    dur = pd.to_numeric(df["dur_ns"].iloc[:lo], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+                    early = np.flatnonzero(ts[:lo] + dur > self.t0)  # started before, still running
+                    if len(early) == 0:
+                        df = df.iloc[lo:hi]
+                    elif len(early) == lo - early[0]:  # a contiguous run just before t0
+                        df = df.iloc[int(early[0]):hi]
+                    else:
+                        df = pd.concat([df.iloc[early], df.iloc[lo:hi]])
                 else:
-                    mask = (ts >= self.t0) & (ts <= self.t1)
-                df = df[mask]
+                    lo = int(np.searchsorted(ts, self.t0, side="left"))
+                    hi = int(np.searchsorted(ts, self.t1, side="right"))
+                    df = df.iloc[lo:hi]
             self._cache[key] = df
         return self._cache[key]
 
-    def steps(self, main_only: bool = False, profiled: bool = True) -> pd.DataFrame:
+    def steps(self, main_only: bool = False, profiled: bool = True, cols: list[str] | None = None) -> pd.DataFrame:
         """Steps that start in the window; optionally only the stepping thread's, or no profiled ones."""
         df = self.window("steps")
         if df.empty:
-            return df
+            return df if cols is None else df[cols]
+        mask = np.ones(len(df), dtype=bool)
         if main_only and self.main is not None:
-            df = df[(df["pid"] == self.main[0]) & (df["tid"] == self.main[1])]
+            mask &= self.thread_mask(df, *self.main)
         if not profiled:
-            df = df[~_bool(df["in_window"])]
-        return df
+            mask &= ~_bool(df["in_window"])
+        if cols is not None:
+            df = df[cols]
+        return df if mask.all() else df[mask]
+
+    @staticmethod
+    def thread_mask(df: pd.DataFrame, pid: int, tid: int | None = None) -> np.ndarray:
+        """Rows of one process (and thread)."""
+        mask = df["pid"].to_numpy() == pid
+        if tid is not None:
+            mask &= df["tid"].to_numpy() == tid
+        return mask
+
+    def thread_rows(self, df: pd.DataFrame, pid: int, tid: int | None, cols: list[str]) -> pd.DataFrame:
+        """The given columns of the rows of one thread (or process): copies only what is asked."""
+        if df.empty:
+            return df[cols]
+        return df[cols][self.thread_mask(df, pid, tid)]
 
     def requests(self) -> pd.DataFrame:
         df = self.window("ranges")
@@ -71,14 +101,20 @@ class Context:
 
     @property
     def device(self) -> str:
-        """cuda when the steps ran on a GPU (or GPU samples exist), else cpu."""
-        steps = self.run.table("steps")
-        if not steps.empty:
-            dev = steps["device"].astype(str).str.lower()
-            if dev.str.contains("cuda|tensorrt|rocm|gpu").mean() > 0.5:
-                return "cuda"
-            return "cpu"
-        return "cuda" if not self.run.table("gpu").empty else "cpu"
+        """cuda when most steps ran on a GPU (or GPU samples exist without steps), else cpu."""
+        if "device" not in self._cache:
+            self._cache["device"] = device_of(self.run)  # type: ignore[assignment]
+        return self._cache["device"]  # type: ignore[return-value]
+
+
+def device_of(run: Run) -> str:
+    """cuda when most steps ran on a GPU (or GPU samples exist without steps), else cpu."""
+    steps = run.table("steps")
+    if not steps.empty:
+        counts = steps["device"].value_counts(dropna=False)
+        gpu = sum(n for dev, n in counts.items() if any(k in str(dev).lower() for k in ("cuda", "tensorrt", "rocm", "gpu")))
+        return "cuda" if gpu > counts.sum() / 2 else "cpu"
+    return "cuda" if not run.table("gpu").empty else "cpu"
 
 
 def ratio(num: float | None, den: float | None) -> float | None:

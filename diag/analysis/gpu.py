@@ -50,7 +50,7 @@ METRICS = [
 def _devices(ctx: Context, gpu: pd.DataFrame) -> list[int]:
     """The GPUs the target used: from per-process memory, else those whose memory grew, else all."""
     procs = ctx.run.table("gpu_procs")
-    pids = set(ctx.run.table("host")["pid"].dropna().astype(int)) | set(ctx.run.table("steps")["pid"].dropna().astype(int))
+    pids = {int(p) for name in ("host", "steps") for p in ctx.run.table(name)["pid"].dropna().unique()}
     if not procs.empty and pids:
         used = procs[procs["pid"].isin(pids)]["gpu"].dropna().astype(int).unique().tolist()
         if used:

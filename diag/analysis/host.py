@@ -103,14 +103,14 @@ def _stacks(ctx: Context, out: dict[str, float | None]) -> None:
     st = ctx.window("stacks")
     if st.empty:
         return
+    st = st[["ts_ns", "dur_ns", "pid", "tid", "stack", "idle"]]
     leaf_io = io_frames(st["stack"])
     dur = np.nan_to_num(num(st["dur_ns"]), nan=0.0)
     if ctx.main is not None:
         pid, tid = ctx.main
         me = ((st["pid"] == pid) & (st["tid"] == tid)).to_numpy()
         ts = st["ts_ns"].to_numpy(dtype=np.int64)
-        steps = ctx.window("steps", by_end=True)
-        mine = steps[(steps["pid"] == pid) & (steps["tid"] == tid)]
+        mine = ctx.thread_rows(ctx.window("steps", by_end=True), pid, tid, ["ts_ns", "dur_ns"])
         s_ts = mine["ts_ns"].to_numpy(dtype=np.int64)
         outside = ~intervals.inside(ts, s_ts, s_ts + mine["dur_ns"].to_numpy(dtype=np.int64))
         req = ctx.requests()

@@ -46,7 +46,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
         return out
     all_steps = ctx.steps()
     if not all_steps.empty:
-        steps = ctx.steps(profiled=False)
+        steps = ctx.steps(profiled=False, cols=["dur_ns"])
         out["steady.steps"] = float(len(all_steps))
         out["steady.steps_per_s"] = len(all_steps) / T
         ms = num(steps["dur_ns"]) / 1e6
@@ -59,10 +59,12 @@ def compute(ctx: Context) -> dict[str, float | None]:
             out["steady.batch_p50"] = float(np.median(known))
             out["steady.batch_max"] = float(known.max())
             out["steady.samples_per_s"] = float(known.sum()) / T
-        out["steady.distinct_shapes"] = float(all_steps["shapes"].nunique())
-        out["steady.input_rank"] = _input_rank(all_steps["shapes"])
-        dtype = all_steps["dtype"].astype(str).str.lower()
-        out["steady.fp32_step_fraction"] = float(dtype.isin(["float32", "float", "torch.float32"]).mean())
+        shapes = all_steps["shapes"].value_counts(dropna=True)
+        out["steady.distinct_shapes"] = float(len(shapes))
+        out["steady.input_rank"] = _input_rank(shapes)
+        dtypes = all_steps["dtype"].value_counts(dropna=False)
+        fp32 = sum(n for d, n in dtypes.items() if str(d).lower() in ("float32", "float", "torch.float32"))
+        out["steady.fp32_step_fraction"] = float(fp32) / float(dtypes.sum())
     _requests(ctx, out)
     return out
 
@@ -164,10 +166,10 @@ def _concurrent(starts: np.ndarray, ends: np.ndarray) -> bool:
     return bool(len(s) > 1 and np.any(s[1:] < np.maximum.accumulate(e)[:-1]))
 
 
-def _input_rank(shapes: pd.Series) -> float | None:
-    """Median number of dimensions of the first input, from shape strings like '[[8,3,224,224]]'."""
+def _input_rank(counts: pd.Series) -> float | None:
+    """Median number of dimensions of the first input, from counts of shape strings like '[[8,3,224,224]]'."""
     ranks = []
-    for text, count in shapes.dropna().astype(str).value_counts().items():
+    for text, count in ((str(k), n) for k, n in counts.items()):
         first = text.lstrip("[ ").split("]")[0] if text.startswith("[[") else ""
         if not first and text.startswith("[["):
             continue

@@ -115,21 +115,22 @@ def compute_phases(run: Run) -> Phases:
     main = main_thread(steps)
     if main is not None:
         pid, tid = main
-        mine = steps[(steps["pid"] == pid) & (steps["tid"] == tid)].sort_values("ts_ns")
-        first_any = steps.loc[(steps["ts_ns"] + steps["dur_ns"]).idxmin()]
+        on = (steps["pid"].to_numpy() == pid) & (steps["tid"].to_numpy() == tid)
+        mine = steps[["ts_ns", "dur_ns", "in_window"]][on]  # sorted by ts_ns already
+        ends = steps["ts_ns"].to_numpy(dtype=np.int64) + steps["dur_ns"].to_numpy(dtype=np.int64)
         # startup ends with the first step anywhere (a worker thread may step first)
         ts = mine["ts_ns"].to_numpy(dtype=np.int64)
         dur = mine["dur_ns"].to_numpy(dtype=np.int64)
         valid = ~_bool(mine["in_window"])
         startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end))
-        startup.end_ns = min(startup.end_ns, int(first_any["ts_ns"] + first_any["dur_ns"]))
+        startup.end_ns = min(startup.end_ns, int(ends.min()))
         if warmup is not None:
             warmup.start_ns = startup.end_ns
         elif steady.start_ns > startup.end_ns:
             steady.start_ns = startup.end_ns
         return Phases("steps", startup, warmup, steady, pid, tid, nwarm)
     if not requests.empty:
-        req = requests.sort_values("ts_ns")
+        req = requests[["ts_ns", "dur_ns"]]
         ts = req["ts_ns"].to_numpy(dtype=np.int64)
         dur = req["dur_ns"].to_numpy(dtype=np.int64)
         startup, warmup, steady, nwarm = _phases_from("requests", run, ts, dur, np.ones(len(ts), bool),

@@ -41,19 +41,19 @@ def compute(ctx: Context) -> dict[str, float | None]:
         return out
     pid, tid = ctx.main
     t0, t1 = ctx.t0, ctx.t1
-    steps = ctx.window("steps", by_end=True)
-    mine = steps[(steps["pid"] == pid) & (steps["tid"] == tid)] if not steps.empty else steps
+    mine = ctx.thread_rows(ctx.window("steps", by_end=True), pid, tid, ["ts_ns", "dur_ns"])
     s_ts = mine["ts_ns"].to_numpy(dtype=np.int64)
     s_end = s_ts + mine["dur_ns"].to_numpy(dtype=np.int64)
     inside_ns = intervals.clipped_total(s_ts, s_end, t0, t1)
     inside = inside_ns / 1e9 / T
     out["steady.inside_model_share"] = inside
     out["steady.outside_model_share"] = max(0.0, 1.0 - inside)
-    n_steps = max(1, len(ctx.steps(main_only=True)))
+    mine_steady = ctx.steps(main_only=True, cols=["ts_ns", "dur_ns", "syncs", "in_window"])
+    n_steps = max(1, len(mine_steady))
 
     # copies: wall time capped at what the slowest link would need for the bytes
-    copies = ctx.window("copies", by_end=True)
-    copies = copies[(copies["pid"] == pid) & (copies["tid"] == tid)] if not copies.empty else copies
+    copies = ctx.thread_rows(ctx.window("copies", by_end=True), pid, tid,
+                             ["ts_ns", "dur_ns", "bytes", "pinned", "in_step"])
     copy_out_ns = 0.0
     if not copies.empty:
         dur = num(copies["dur_ns"])
@@ -72,9 +72,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.copy_share"] = 0.0 if ctx.device == "cuda" else None
         out["steady.copy_bytes_per_step"] = 0.0 if ctx.device == "cuda" else None
 
-    syncs = ctx.window("syncs", by_end=True)
-    syncs = syncs[(syncs["pid"] == pid) & (syncs["tid"] == tid)] if not syncs.empty else syncs
-    mine_steady = ctx.steps(main_only=True)
+    syncs = ctx.thread_rows(ctx.window("syncs", by_end=True), pid, tid, ["ts_ns", "dur_ns", "in_step"])
     in_step_syncs = float(np.clip(np.nan_to_num(num(mine_steady["syncs"]), nan=0.0), 0, None).sum()) \
         if not mine_steady.empty else 0.0
     sync_out_ns = 0.0
@@ -133,10 +131,7 @@ def thread_cpu(ctx: Context, pid: int, tid: int) -> float | None:
 
 def _busy_outside_from_stacks(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.ndarray,
                               copies: pd.DataFrame, syncs: pd.DataFrame) -> float | None:
-    st = ctx.window("stacks")
-    if st.empty:
-        return None
-    st = st[(st["pid"] == pid) & (st["tid"] == tid)]
+    st = ctx.thread_rows(ctx.window("stacks"), pid, tid, ["ts_ns", "dur_ns", "idle"])
     if st.empty:
         return None
     ts = st["ts_ns"].to_numpy(dtype=np.int64)
@@ -151,7 +146,7 @@ def _busy_outside_from_stacks(ctx: Context, pid: int, tid: int, s_ts: np.ndarray
 
 def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None]) -> None:
     ev = ctx.window("events", by_end=True)
-    gc = ev[(ev["kind"] == "gc") & (ev["pid"] == pid)] if not ev.empty else ev
+    gc = ev[(ev["kind"] == "gc").to_numpy() & ctx.thread_mask(ev, pid)] if not ev.empty else ev
     if ctx.run.manifest.get("collectors", {}).get("hooks", {}).get("status", "ok") != "ok" and gc.empty:
         return
     if gc.empty:
