@@ -212,3 +212,18 @@ def time_breakdown(metrics: dict[str, float | None]) -> pd.DataFrame:
     rows = [{"part": part, "share": float(metrics[key])} for part, key in BREAKDOWN
             if metrics.get(key) is not None]
     return pd.DataFrame(rows, columns=["part", "share"])
+
+
+def stage_summary(run: Run) -> pd.DataFrame:
+    """NVTX / diag.stage ranges other than requests: count, total and percentiles, in ms."""
+    cols = ["name", "count", "total_ms", "p50_ms", "p99_ms", "max_ms"]
+    r = run.table("ranges")
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    r = r[r["kind"] != "request"]
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    ms = r.assign(ms=r["dur_ns"] / 1e6).groupby("name")["ms"]
+    out = pd.DataFrame({"count": ms.size(), "total_ms": ms.sum(), "p50_ms": ms.median(),
+                        "p99_ms": ms.quantile(0.99), "max_ms": ms.max()}).reset_index()
+    return out.sort_values("total_ms", ascending=False).reset_index(drop=True)[cols]
