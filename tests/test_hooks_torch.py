@@ -352,3 +352,25 @@ def test_non_blocking_argument_forms() -> None:
     assert _non_blocking(("cuda", None, True), {})       # to(device, dtype, non_blocking)
     assert _non_blocking((0, True), {})                  # cuda(device, non_blocking)
     assert not _non_blocking(("cuda",), {})
+
+
+def test_compiled_and_traced_models(tmp_path) -> None:
+    code = """
+        import torch, torch._dynamo
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(8, 2)))
+        cm = torch.compile(m, backend="eager")
+        for _ in range(2):
+            cm(torch.randn(3, 4))
+        explain = torch._dynamo.explain(lambda x: m(x) * 2)(torch.randn(3, 4))
+        print("breaks", explain.graph_break_count)
+        traced = torch.jit.trace(m, torch.randn(5, 4))   # tracing runs are not steps
+        traced(torch.randn(5, 4))
+    """
+    run, proc = run_target(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    assert "breaks 0" in proc.stdout  # the patched Module.__call__ costs dynamo no graph break
+    assert "TracerWarning" not in proc.stderr
+    steps = run.table("steps")
+    assert list(steps["model"])[:2] == ["Sequential", "Sequential"]  # named after the compiled model
+    assert list(steps["model"])[-1] == "TopLevelTracedModule" and steps["shapes"].iloc[-1] == "[[5,4]]"
+    assert len(steps) == 4  # 2 compiled calls, explain's one eager call, the traced call

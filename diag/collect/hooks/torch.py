@@ -133,6 +133,7 @@ class TorchHooks:
         self.event_sync: Any = None  # the real Event.synchronize (ours would count as a sync)
         self.lock = threading.Lock()
         self.cuda_steps = 0
+        self.tracing = getattr(getattr(torch, "_C", None), "_get_tracing_state", None)
         self.nvtx_local = threading.local()
         self.nvtx_started: dict[Any, tuple[str, int, int]] = {}
 
@@ -202,6 +203,8 @@ class TorchHooks:
 
     def _step(self, orig_call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
         rec, state = self.rec, self.state
+        if self.tracing is not None and self.tracing() is not None:
+            return orig_call(mod, *args, **kwargs)  # torch.jit.trace running the model: not inference
         seq = next(rec.seq_counter)
         weight = rec.weight("steps")
         state.syncs = 0
@@ -252,7 +255,10 @@ class TorchHooks:
                 device = self._device_name(p)
                 break
         # Shapes stay torch.Size objects here; the flusher thread formats them (see shapes_text).
-        return {"ts_ns": 0, "dur_ns": 0, "tid": _tid(), "source": "torch", "model": type(mod).__name__,
+        model = type(mod).__name__
+        if model == "OptimizedModule":  # torch.compile's wrapper: name the model it compiled
+            model = type(mod._modules.get("_orig_mod", mod)).__name__
+        return {"ts_ns": 0, "dur_ns": 0, "tid": _tid(), "source": "torch", "model": model,
                 "batch": batch, "shapes": [t.shape for t in tensors], "dtype": dtype, "device": device,
                 "gpu_ns": -1, "syncs": 0, "seq": seq, "in_window": bool(self.rec.in_window),
                 "weight": weight}
