@@ -57,7 +57,7 @@ class Worker:
         self.pending: queue.Queue = queue.Queue()
         self.accepting = True  # False: answer what is left with "unavailable" (shutting down)
         self.closed = False
-        self.recent: collections.deque[float] = collections.deque(maxlen=50)  # seconds per request
+        self.recent: collections.deque[float] = collections.deque(maxlen=20)  # seconds per request
 
     def classify(self, text: str) -> int:
         tokens = torch.tensor([tokenize(text, self.length)], device=self.device)
@@ -129,8 +129,10 @@ def main() -> None:
     d_model, layers, length = SHAPES[args.device]
     model = TextClassifier(d_model, layers).to(args.device).eval()
     worker = Worker(model, args.device, length)
-    with torch.inference_mode():  # warm up; the last calls give the first service time estimate
-        for _ in range(20):
+    with torch.inference_mode():  # warm up, then time a few calls for the first service time estimate
+        for _ in range(10):
+            worker.classify(" ".join(WORDS))
+        for _ in range(10):
             worker.timed_classify(" ".join(WORDS))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(worker))

@@ -17,7 +17,7 @@ from _common import Deadline, parse_args, summary, sync
 from torch import nn
 
 HIDDEN = {"cpu": 6144, "cuda": 8192}  # head width: ~550 MB of weights on CPU, ~850 MB on GPU
-BATCH, SIDE, BATCHES = 8, 128, 6
+BATCH, SIDE, BATCHES = 4, 128, 4
 
 
 class VGGStyle(nn.Module):

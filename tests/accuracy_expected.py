@@ -67,11 +67,11 @@ EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
     "vgg_job": {
         "cpu": (
             "cold_start",
-            "builds, saves and torch.loads a ~550 MB checkpoint, then scores only 6 small batches and exits",
+            "builds, saves and torch.loads a ~550 MB checkpoint, then scores only 4 batches of 4 images and exits",
         ),
         "cuda": (
             "cold_start",
-            "~850 MB checkpoint load, move to GPU and cudnn.benchmark warm-up, then 6 batches of a few ms",
+            "~850 MB checkpoint load, move to GPU and cudnn.benchmark warm-up, then 4 batches of a few ms",
         ),
     },
     "encoder_server": {
