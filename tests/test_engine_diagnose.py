@@ -85,3 +85,43 @@ def test_format_value():
     assert format_value(1.37, "ratio") == "1.37x"
     assert format_value(60e6, "bytes") == "60.0 MB"
     assert format_value(None, "ms") == "n/a"
+
+
+def test_unclosed_ranges_and_null_samples_do_not_break_analysis(tmp_path):
+    """A killed run: a request that never closed, GPU samples with nulls, steps without a batch."""
+    run_dir = str(tmp_path / "run")
+    b = RunBuilder(run_dir, gpu=True)
+    F._loop(b, 0.010, 0.95, dtype="bfloat16")
+    b.thread_cpu(0.95)
+    b.gpu_samples(95, from_s=F.STARTUP_S, gpm={"sm_active": 90, "sm_occupancy": 40, "tensor_active": 60,
+                                                "dram_bw_util": 30, "fp32_active": 3, "fp16_active": 0})
+    for i in range(50):
+        b.request(5 + i * 0.2, 0.005)
+    b.add("ranges", ts_ns=F.ns(29.0), dur_ns=None, pid=F.PID, tid=F.TID, name="request", kind="request",
+          source="nvtx", domain="", depth=0)
+    b.rows["gpu"][100]["util_gpu"] = None
+    b.rows["gpu"][101]["dram_bw_util"] = None
+    b.rows["steps"][200]["batch"] = -1
+    b.manifest_extra = {"partial": True, "end_ns": None}
+    d = diagnose(b.write())
+    assert d.primary == "compute_bound"
+    assert d.run["partial"] is True
+    assert d.metrics["steady.requests"] == 50
+    json.loads(dumps(d))
+
+
+def test_imported_kineto_trace_is_all_steady_state():
+    import pathlib
+
+    from diag.store.importers import import_trace
+
+    path = pathlib.Path(__file__).parent / "data" / "traces" / "kineto_cuda_synthetic.json"
+    run = import_trace(str(path))
+    d = diagnose(run)
+    assert [p.name for p in d.phases] == ["steady"]
+    assert d.metrics["startup.duration_s"] is None and d.metrics["coldstart.share"] is None
+    assert d.metrics["run.gpu"] == 1.0  # steps do not say where they ran; kernels do
+    assert d.metrics["steady.copy_share"] is None  # no hooks: unknown, not zero
+    assert d.metrics["steady.kernel_mean_us"] is not None
+    assert d.scores["cold_start"] == 0.0
+    json.loads(dumps(d))

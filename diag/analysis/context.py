@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.analysis.phases import Phases, Span, _bool
+from diag.analysis.columns import _bool, complete
+from diag.analysis.phases import Phases, Span
 from diag.store.run import Run
 
 
@@ -46,7 +47,7 @@ class Context:
         """
         key = f"{name}:{by_end}"
         if key not in self._cache:
-            df = self.run.table(name)
+            df = complete(self.run, name)
             if not df.empty:
                 ts = df["ts_ns"].to_numpy(dtype=np.int64)
                 if by_end and "dur_ns" in df.columns:
@@ -76,7 +77,9 @@ class Context:
         if main_only and self.main is not None:
             mask &= self.thread_mask(df, *self.main)
         if not profiled:
-            mask &= ~_bool(df["in_window"])
+            unprofiled = ~_bool(df["in_window"])
+            if unprofiled[mask].any():  # an imported trace is all profiled steps: keep them then
+                mask &= unprofiled
         if cols is not None:
             df = df[cols]
         return df if mask.all() else df[mask]
@@ -100,6 +103,12 @@ class Context:
         return df[df["kind"] == "request"] if not df.empty else df
 
     @property
+    def hooks_ok(self) -> bool:
+        """Whether the in-process hooks ran, so a missing copy, sync or GC row means none happened."""
+        hooks = (self.run.manifest.get("collectors") or {}).get("hooks") or {}
+        return hooks.get("status", "ok") == "ok"
+
+    @property
     def device(self) -> str:
         """cuda when most steps ran on a GPU (or GPU samples exist without steps), else cpu."""
         if "device" not in self._cache:
@@ -110,11 +119,14 @@ class Context:
 def device_of(run: Run) -> str:
     """cuda when most steps ran on a GPU (or GPU samples exist without steps), else cpu."""
     steps = run.table("steps")
-    if not steps.empty:
-        counts = steps["device"].value_counts(dropna=False)
+    counts = steps["device"].value_counts(dropna=True) if not steps.empty else pd.Series(dtype=int)
+    if counts.sum() > 0:
         gpu = sum(n for dev, n in counts.items() if any(k in str(dev).lower() for k in ("cuda", "tensorrt", "rocm", "gpu")))
         return "cuda" if gpu > counts.sum() / 2 else "cpu"
-    return "cuda" if not run.table("gpu").empty else "cpu"
+    # steps that do not say where they ran (imported traces): GPU samples or kernels decide
+    kernels = run.table("kernels")
+    on_gpu = not run.table("gpu").empty or (not kernels.empty and (kernels["kind"] == "kernel").any())
+    return "cuda" if on_gpu else "cpu"
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -137,3 +149,4 @@ def mean_or_none(x: np.ndarray) -> float | None:
 def pct(x: np.ndarray, q: float) -> float | None:
     x = x[~np.isnan(x)]
     return float(np.percentile(x, q)) if len(x) else None
+

@@ -7,7 +7,7 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.context import Context, mean_or_none, num
+from diag.analysis.context import Context, complete, mean_or_none, num
 
 # NVML clocks-event reasons that mean the GPU slowed itself down.
 POWER_BITS = 0x004 | 0x080  # sw_power_cap, hw_power_brake_slowdown
@@ -137,7 +137,7 @@ def _throttle_mask(g: pd.DataFrame) -> np.ndarray | None:
 
 
 def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
-    k = ctx.run.table("kernels")
+    k = complete(ctx.run, "kernels")
     if k.empty:
         return
     windows = ctx.run.table("windows")

@@ -9,8 +9,8 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
+from diag.analysis.columns import _bool
 from diag.analysis.context import Context, mean_or_none, num, ratio
-from diag.analysis.phases import _bool
 
 # Leaf Python frames that wait on files or sockets. py-spy shows Python frames,
 # so a C-level read appears as the library function that called it.

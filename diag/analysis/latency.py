@@ -7,7 +7,7 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.context import Context, num, pct
+from diag.analysis.context import Context, complete, num, pct
 
 QUANTILES = (50, 90, 95, 99)
 
@@ -60,11 +60,13 @@ def compute(ctx: Context) -> dict[str, float | None]:
             out["steady.batch_max"] = float(known.max())
             out["steady.samples_per_s"] = float(known.sum()) / T
         shapes = all_steps["shapes"].value_counts(dropna=True)
-        out["steady.distinct_shapes"] = float(len(shapes))
-        out["steady.input_rank"] = _input_rank(shapes)
-        dtypes = all_steps["dtype"].value_counts(dropna=False)
-        fp32 = sum(n for d, n in dtypes.items() if str(d).lower() in ("float32", "float", "torch.float32"))
-        out["steady.fp32_step_fraction"] = float(fp32) / float(dtypes.sum())
+        if len(shapes):
+            out["steady.distinct_shapes"] = float(len(shapes))
+            out["steady.input_rank"] = _input_rank(shapes)
+        dtypes = all_steps["dtype"].value_counts(dropna=True)
+        if dtypes.sum() > 0:
+            fp32 = sum(n for d, n in dtypes.items() if str(d).lower() in ("float32", "float", "torch.float32"))
+            out["steady.fp32_step_fraction"] = float(fp32) / float(dtypes.sum())
     _requests(ctx, out)
     return out
 
@@ -80,7 +82,7 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     out["steady.request_concurrency"] = float(np.nansum(dur_ms)) / 1e3 / T
     for q in QUANTILES:
         out[f"steady.request_p{q}_ms"] = pct(dur_ms, q)
-    wait = queue_wait_ns(req, ctx.run.table("steps"))
+    wait = queue_wait_ns(req, complete(ctx.run, "steps"))
     ok = ~np.isnan(wait)
     if ok.sum() == 0:
         return
@@ -92,7 +94,7 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     out["steady.service_p50_ms"] = float(np.median(service)) / 1e6
     out["steady.queue_wait_share"] = float(w.sum() / total.sum()) if total.sum() > 0 else None
     out["steady.queue_wait_ratio"] = float(w.mean() / service.mean()) if service.mean() > 0 else None
-    out["steady.queue_behind_model_share"] = _behind_model(req[ok], w, ctx.run.table("steps"))
+    out["steady.queue_behind_model_share"] = _behind_model(req[ok], w, complete(ctx.run, "steps"))
 
 
 def _behind_model(req: pd.DataFrame, wait: np.ndarray, steps: pd.DataFrame) -> float | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diag.analysis.columns import _bool, complete
 from diag.store.run import Run
 
 SETTLE_TOLERANCE = 0.25  # rolling median within 25% of the steady median
@@ -50,6 +51,11 @@ class Phases:
 
     def spans(self) -> list[Span]:
         return [s for s in (self.startup, self.warmup, self.steady) if s is not None]
+
+
+def imported(run: Run) -> bool:
+    """Whether the run was imported from another tool's trace (no process start, no samplers)."""
+    return bool(run.manifest.get("imported_from"))
 
 
 def main_thread(steps: pd.DataFrame) -> tuple[int, int] | None:
@@ -103,8 +109,8 @@ def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: n
 
 def compute_phases(run: Run) -> Phases:
     """Split the run into startup, warm-up and steady state."""
-    steps = run.table("steps")
-    ranges = run.table("ranges")
+    steps = complete(run, "steps")
+    ranges = complete(run, "ranges")
     requests = ranges[ranges["kind"] == "request"] if not ranges.empty else ranges
     last_end = []
     if not steps.empty:
@@ -113,6 +119,12 @@ def compute_phases(run: Run) -> Phases:
         last_end.append(int((requests["ts_ns"] + requests["dur_ns"]).max()))
 
     main = main_thread(steps)
+    if imported(run) and last_end:
+        # a profiler trace holds a few warm steps, no process start: all of it is steady state
+        firsts = [int(t["ts_ns"].min()) for t in (steps, requests) if not t.empty]
+        pid, tid = main if main is not None else (None, None)
+        return Phases("steps" if main else "requests", None, None, Span("steady", min(firsts), max(last_end)),
+                      pid, tid)
     if main is not None:
         pid, tid = main
         on = (steps["pid"].to_numpy() == pid) & (steps["tid"].to_numpy() == tid)
@@ -122,6 +134,8 @@ def compute_phases(run: Run) -> Phases:
         ts = mine["ts_ns"].to_numpy(dtype=np.int64)
         dur = mine["dur_ns"].to_numpy(dtype=np.int64)
         valid = ~_bool(mine["in_window"])
+        if not valid.any():  # every step was profiled: their latency is all there is
+            valid[:] = True
         startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end))
         startup.end_ns = min(startup.end_ns, int(ends.min()))
         if warmup is not None:
@@ -138,9 +152,3 @@ def compute_phases(run: Run) -> Phases:
         return Phases("requests", startup, warmup, steady, warmup_steps=nwarm)
     return Phases("run", None, None, Span("steady", run.start_ns, max(run.start_ns, run.end_ns)))
 
-
-def _bool(s: pd.Series) -> np.ndarray:
-    """A boolean column that may hold None or NaN (missing means False)."""
-    if s.dtype == bool:
-        return s.to_numpy()
-    return s.eq(True).to_numpy()

@@ -7,8 +7,8 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
+from diag.analysis.columns import _bool
 from diag.analysis.context import Context, num, ratio
-from diag.analysis.phases import _bool
 
 # A copy's wall time can include waiting for queued GPU work (a blocking copy
 # waits for the stream). No real host<->device link moves less than this, so
@@ -68,13 +68,13 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.copy_bps"] = float(nbytes.sum()) / T
         outside = ~_bool(copies["in_step"])
         copy_out_ns = float(cost[outside].sum())
-    else:
-        out["steady.copy_share"] = 0.0 if ctx.device == "cuda" else None
-        out["steady.copy_bytes_per_step"] = 0.0 if ctx.device == "cuda" else None
+    elif ctx.device == "cuda" and ctx.hooks_ok:  # hooks watched and saw no copy
+        out["steady.copy_share"] = 0.0
+        out["steady.copy_bytes_per_step"] = 0.0
 
     syncs = ctx.thread_rows(ctx.window("syncs", by_end=True), pid, tid, ["ts_ns", "dur_ns", "in_step"])
     in_step_syncs = float(np.clip(np.nan_to_num(num(mine_steady["syncs"]), nan=0.0), 0, None).sum()) \
-        if not mine_steady.empty else 0.0
+        if not mine_steady.empty else 0.0  # -1 (unknown) counts as none
     sync_out_ns = 0.0
     if not syncs.empty:
         sdur = np.nan_to_num(num(syncs["dur_ns"]), nan=0.0)
@@ -83,9 +83,9 @@ def compute(ctx: Context) -> dict[str, float | None]:
         sync_out_ns = float(sdur[outside].sum())
         n_out = int(outside.sum())
     else:
-        out["steady.sync_share"] = 0.0 if ctx.device == "cuda" else None
+        out["steady.sync_share"] = 0.0 if ctx.device == "cuda" and ctx.hooks_ok else None
         n_out = 0
-    if ctx.device == "cuda" or in_step_syncs or n_out:
+    if (ctx.device == "cuda" and ctx.hooks_ok) or in_step_syncs or n_out:
         out["steady.syncs_per_step"] = (in_step_syncs + n_out) / n_steps
         out["steady.syncs_in_step_per_step"] = in_step_syncs / n_steps
 
@@ -147,7 +147,7 @@ def _busy_outside_from_stacks(ctx: Context, pid: int, tid: int, s_ts: np.ndarray
 def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None]) -> None:
     ev = ctx.window("events", by_end=True)
     gc = ev[(ev["kind"] == "gc").to_numpy() & ctx.thread_mask(ev, pid)] if not ev.empty else ev
-    if ctx.run.manifest.get("collectors", {}).get("hooks", {}).get("status", "ok") != "ok" and gc.empty:
+    if not ctx.hooks_ok and gc.empty:
         return
     if gc.empty:
         out["steady.gc_share"] = 0.0

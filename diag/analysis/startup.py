@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from diag.analysis.catalog import Metric
-from diag.analysis.context import num
-from diag.analysis.phases import Phases, _bool
+from diag.analysis.columns import _bool
+from diag.analysis.context import complete, num
+from diag.analysis.phases import Phases
 from diag.store.run import Run
 
 # What every program pays before its first step and is not a cold-start
@@ -39,7 +40,7 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
     duration = run.duration_s
     out["run.duration_s"] = duration
     out["steady.duration_s"] = phases.steady.duration_s
-    if phases.startup is None:
+    if phases.startup is None:  # no process start seen (an imported trace, or no steps)
         return out
     startup = phases.startup.duration_s
     out["startup.duration_s"] = startup
@@ -51,7 +52,7 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
     load = float(np.nansum(num(before[before["kind"] == "model_load"]["dur_ns"]))) / 1e9 if not ev.empty else 0.0
     out["startup.import_s"] = imp
     out["startup.model_load_s"] = load
-    steps = run.table("steps")
+    steps = complete(run, "steps")
     first = 0.0
     if not steps.empty:
         first = float(steps["dur_ns"].iloc[0]) / 1e9  # tables are sorted by ts_ns

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from diag.analysis.metrics import BY_NAME, compute_metrics, unit
-from diag.analysis.phases import Phases, compute_phases
+from diag.analysis.phases import Phases, compute_phases, imported
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation
 from diag.engine.evaluate import render
 from diag.engine.rules import Rule, load_rules
@@ -13,8 +13,9 @@ from diag.store.run import Run
 
 # Below this a label is not worth naming; the best label still wins if some evidence exists.
 PRIMARY_MIN = 0.15
-MIN_STEADY_S = 1.0  # a steady state shorter than this says nothing stable
+MIN_STEADY_S = 0.5  # a recorded steady state shorter than this says nothing stable (samplers run at 10 Hz)
 MIN_STEADY_CALLS = 5  # steps or requests
+MIN_TRACE_CALLS = 1  # an imported profiler trace: a few steps, measured exactly
 # Labels that do not need a steady state (one-time costs).
 NO_STEADY_NEEDED = ("cold_start",)
 # When two labels tie, the more specific explanation wins.
@@ -32,7 +33,7 @@ def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis
 
 def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None], rules: list[Rule]) -> Diagnosis:
     """The Diagnosis for already computed phases and metrics."""
-    lacking = _lacking_evidence(phases, metrics)
+    lacking = _lacking_evidence(phases, metrics, imported(run))
     findings: list[Finding] = []
     scores = {label: 0.0 for label in LABELS}
     # A steady-state finding speaks for the part of the run that is not one-time cost.
@@ -96,15 +97,19 @@ def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 
                    score=round(score, 3), evidence=evidence, recommendations=recs)
 
 
-def _lacking_evidence(phases: Phases, metrics: dict[str, float | None]) -> str:
+def _lacking_evidence(phases: Phases, metrics: dict[str, float | None], trace: bool = False) -> str:
     """Why the steady state cannot be judged ('' when it can)."""
     if phases.basis == "run":
         return "no steps and no requests were recorded: diag saw no model call to time"
     steady_s = metrics.get("steady.duration_s") or 0.0
     calls = max(metrics.get("steady.steps") or 0.0, metrics.get("steady.requests") or 0.0)
+    if trace:
+        if calls < MIN_TRACE_CALLS:
+            return "the trace holds no complete step or request in its steady state"
+        return ""
     if steady_s < MIN_STEADY_S or calls < MIN_STEADY_CALLS:
         return (f"the steady state is too short to judge ({steady_s:.2f} s, {calls:.0f} steps or requests; "
-                f"needs {MIN_STEADY_S:.0f} s and {MIN_STEADY_CALLS})")
+                f"needs {MIN_STEADY_S:g} s and {MIN_STEADY_CALLS})")
     return ""
 
 

@@ -1,0 +1,36 @@
+"""Column helpers shared by the analysis modules: nullable booleans, rows that can be placed in time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from diag.store.run import Run
+
+
+def _bool(s: pd.Series) -> np.ndarray:
+    """A boolean column that may hold None or NaN (missing means False)."""
+    if s.dtype == bool:
+        return s.to_numpy()
+    return s.eq(True).to_numpy()
+
+
+def complete(run: Run, name: str) -> pd.DataFrame:
+    """Table `name` without rows lacking a start or (for intervals) a duration.
+
+    A killed run leaves ranges that never closed, and a sampler may write
+    nulls; neither can be placed in time.
+    """
+    df = run.table(name)
+    if df.empty:
+        return df
+    bad = df["ts_ns"].isna().to_numpy()
+    if "dur_ns" in df.columns:
+        bad = bad | df["dur_ns"].isna().to_numpy()
+    if not bad.any():
+        return df
+    df = df[~bad].copy()
+    df["ts_ns"] = df["ts_ns"].astype(np.int64)
+    if "dur_ns" in df.columns:
+        df["dur_ns"] = df["dur_ns"].astype(np.int64)
+    return df
