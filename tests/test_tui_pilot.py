@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 
 import pytest
 from test_tui_support import app_for, canned_diagnosis, sync, tui_runs, wait_loaded  # noqa: F401
@@ -46,17 +47,6 @@ async def test_number_keys_tab_and_click_switch_views(tui_runs):  # noqa: F811
         await wait_loaded(pilot)
         assert active(app) == "tab-kernels"
         assert problems(app) == []
-
-
-@sync
-async def test_every_view_loads_without_problems(tui_runs):  # noqa: F811
-    for name in tui_runs:
-        app = app_for(tui_runs, name)
-        async with app.run_test(size=(80, 24)) as pilot:
-            for i in range(1, len(VIEWS) + 1):
-                await pilot.press(str(i))
-                await wait_loaded(pilot)
-            assert problems(app) == [], name
 
 
 @sync
@@ -226,3 +216,34 @@ def test_make_app_takes_a_path(tui_runs):  # noqa: F811
     app = make_app(tui_runs["cpu_preprocess"])
     assert isinstance(app.source, RunSource)
     assert os.path.samefile(app.source.run.path, tui_runs["cpu_preprocess"])
+
+
+class SlowSource(RunSource):
+    """A source whose diagnosis waits for the test to release it."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.release = threading.Event()
+
+    def _diagnose(self):  # noqa: ANN202
+        assert self.release.wait(10)
+        return canned_diagnosis("gpu_compute")
+
+
+@sync
+async def test_run_is_painted_before_the_diagnosis_and_other_views_do_not_wait(tui_runs):  # noqa: F811
+    source = SlowSource(open_run(tui_runs["gpu_compute"]))
+    app = make_app(source)
+    app.animation_level = "none"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert str(app.query_one("#verdict", Static).render()) == "Diagnosing…"
+        assert "python serve.py --batch 8 · 20.00 s · NVIDIA H200" in str(app.query_one("#run-line", Static).render())
+        for key in ("4", "6", "7"):  # Latency, Kernels, Run need no diagnosis
+            await pilot.press(key)
+            await wait_loaded(pilot)
+        await pilot.press("1")
+        assert not app.current_view().ready
+        source.release.set()
+        await wait_loaded(pilot)
+        assert str(app.query_one("#verdict", Static).render()).startswith("compute_bound")

@@ -19,6 +19,8 @@ def _show(key: str, *more: str):  # noqa: ANN202
         await wait_loaded(pilot)
         await pilot.press(key)
         await wait_loaded(pilot)
+        # A view that could not load would show its message in the snapshot; fail louder than a diff.
+        assert not pilot.app.query(".problem"), [str(w.render()) for w in pilot.app.query(".problem")]
         if more:
             await pilot.press(*more)
             await pilot.pause()

@@ -94,7 +94,6 @@ async def wait_loaded(pilot, timeout_s: float = 10.0) -> None:  # noqa: ANN001
     """Wait until the current view has loaded and shown its data, and the screen has settled."""
     app = pilot.app
     for _ in range(int(timeout_s / 0.02)):
-        await app.workers.wait_for_complete()
         await pilot.pause()
         if app.current_view().ready:
             break

@@ -13,6 +13,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 
+from diag.engine.diagnosis import Diagnosis
 from diag.errors import DiagError
 from diag.tui.help import HelpScreen
 from diag.tui.source import RunSource, Source
@@ -127,16 +128,20 @@ class DiagApp(App[int]):
             view.focus_main()
 
 
-def make_app(source: Source | str) -> DiagApp:
-    """The TUI for `source`: a data source, or the path of a run directory."""
+def make_app(source: Source | str, diagnosis: Diagnosis | None = None) -> DiagApp:
+    """The TUI for `source`: a data source, or the path of a run directory (then `diagnosis`,
+    when given, is used instead of diagnosing the run again)."""
     if isinstance(source, str):
-        source = RunSource.open(source)
+        source = RunSource.open(source, diagnosis)
     return DiagApp(source)
 
 
-def run_tui(path: str) -> int:
-    """Open the TUI on the run at `path`; raises DiagError (one line) on bad input."""
-    app = make_app(path)
+def run_tui(path: str, diagnosis: Diagnosis | None = None) -> int:
+    """Open the TUI on the run at `path`; raises DiagError (one line) on bad input.
+
+    `diag profile --tui` passes the diagnosis it has just printed, so the verdict shows at once.
+    """
+    app = make_app(path, diagnosis)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise DiagError("diag tui needs an interactive terminal (try diag analyze RUN instead)")
     app.run()

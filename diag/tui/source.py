@@ -2,8 +2,9 @@
 
 No Textual here. `RunSource` wraps a recorded run: the manifest, the
 Diagnosis, and the view-facing series and tables from diag.analysis. Every
-getter is cached and serialised by one lock, because view loaders run in
-worker threads and several may ask for the same thing at once.
+getter is cached, with a lock per result, because view loaders run in worker
+threads: two views asking for the diagnosis compute it once, while a view
+that does not need it (Latency, Kernels, Run) never waits behind it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def _cached(fn: Callable[..., T]) -> Callable[..., T]:
     def wrapper(self: RunSource, *args: Any) -> T:
         key = (fn.__name__, *(_hashable(a) for a in args))
         with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
             if key not in self._cache:
                 self._cache[key] = fn(self, *args)
             return self._cache[key]
@@ -68,13 +71,14 @@ class RunSource:
     def __init__(self, run: Run, diagnosis: Diagnosis | None = None) -> None:
         self.run = run
         self._diagnosis = diagnosis
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # guards _locks only
+        self._locks: dict[tuple[Any, ...], threading.Lock] = {}
         self._cache: dict[tuple[Any, ...], Any] = {}
 
     @classmethod
-    def open(cls, path: str) -> RunSource:
+    def open(cls, path: str, diagnosis: Diagnosis | None = None) -> RunSource:
         """Open the run at `path`; raises DiagError when it is missing or not a run."""
-        return cls(open_run(path))
+        return cls(open_run(path), diagnosis)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -85,12 +89,15 @@ class RunSource:
         return self.run.duration_s
 
     def diagnosis(self) -> Diagnosis:
-        with self._lock:
-            if self._diagnosis is None:
-                from diag.engine import diagnose
+        if self._diagnosis is None:
+            self._diagnosis = self._diagnose()
+        return self._diagnosis
 
-                self._diagnosis = diagnose(self.run)
-            return self._diagnosis
+    @_cached
+    def _diagnose(self) -> Diagnosis:
+        from diag.engine import diagnose
+
+        return diagnose(self.run)
 
     @_cached
     def timeline(self, max_points: int = 2000) -> list[Any]:

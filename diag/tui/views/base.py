@@ -41,7 +41,7 @@ class View(Vertical):
         self.filter_text = ""
 
     def compose(self):  # noqa: ANN201
-        yield LoadingIndicator()
+        yield LoadingIndicator(classes="loading")
 
     def ensure_loaded(self) -> None:
         """Start loading this view's data, the first time it is asked."""
@@ -61,7 +61,7 @@ class View(Vertical):
 
     async def on_view_loaded(self, message: Loaded) -> None:
         message.stop()
-        await self.remove_children()
+        await self.query(".loading").remove()
         try:
             self.show(message.data)
         except Exception as exc:  # noqa: BLE001 - same as above, for the widget-building half
@@ -74,7 +74,7 @@ class View(Vertical):
 
     async def on_view_failed(self, message: Failed) -> None:
         message.stop()
-        await self.remove_children()
+        await self.query(".loading").remove()
         self.mount(Static(message.text, classes="problem"))
         self.ready = True
 

@@ -35,20 +35,31 @@ def key_metrics(diagnosis: Diagnosis, limit: int = MAX_METRICS) -> list[tuple[st
     return [(k.removeprefix("steady."), fmt.value(v, diagnosis.units.get(k, ""))) for k, v in items[:limit]]
 
 
-def run_line(manifest: dict[str, Any], duration_s: float) -> str:
-    """'python serve.py · 60.0 s · NVIDIA H200 · exit 0'."""
+def run_line(manifest: dict[str, Any]) -> str:
+    """'python serve.py · 60.0 s · NVIDIA H200 · exit 0', from the manifest alone (no table read)."""
     cmd = " ".join(str(c) for c in manifest.get("command") or []) or "?"
     devices = (manifest.get("gpu") or {}).get("devices") or []
-    gpu = devices[0].get("name", "GPU") if devices else "no GPU"
-    parts = [cmd, fmt.seconds(duration_s), gpu]
+    parts = [cmd]
+    if manifest.get("duration_s") is not None:
+        parts.append(fmt.seconds(manifest["duration_s"]))
+    parts.append(devices[0].get("name", "GPU") if devices else "no GPU")
     if manifest.get("exit_code") is not None:
         parts.append(f"exit {manifest['exit_code']}")
-    return " · ".join(parts)
+    line = " · ".join(parts)
+    if manifest.get("partial"):
+        line += " · PARTIAL RUN (recording cut short)"
+    return line
 
 
 class OverviewView(View):
     TITLE = "Overview"
     HELP = "The verdict, the score of every label, key steady-state metrics, and the run's phases."
+
+    def compose(self):  # noqa: ANN201
+        # The manifest is already in memory: paint the run at once, the verdict when diagnose() is done.
+        yield Static("Diagnosing…", id="verdict", classes="label-pending")
+        yield Static(run_line(self.source.manifest), id="run-line")
+        yield from super().compose()
 
     def load(self, source: Source) -> OverviewData:
         return OverviewData(source.diagnosis(), source.manifest, source.duration_s)
@@ -60,11 +71,9 @@ class OverviewView(View):
         else:
             verdict = "No verdict  —  " + next((f.title for f in d.findings if f.label is None),
                                                  "too little evidence in this run")
-        self.mount(Static(verdict, id="verdict", classes=f"label-{d.primary or 'none'}"))
-        line = run_line(data.manifest, data.duration_s)
-        if data.manifest.get("partial"):
-            line += " · PARTIAL RUN (recording cut short)"
-        self.mount(Static(line, id="run-line"))
+        banner = self.query_one("#verdict", Static)
+        banner.update(verdict)
+        banner.set_classes(f"label-{d.primary or 'none'}")
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         table.add_column(justify="right", no_wrap=True)

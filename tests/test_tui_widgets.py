@@ -1,0 +1,100 @@
+"""The TUI's pure helpers: formatting, chart binning, histogram bins, phases, finding text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from test_tui_support import canned_diagnosis
+
+from diag.engine.diagnosis import Phase
+from diag.tui import fmt
+from diag.tui.views.findings import finding_markdown, matches
+from diag.tui.views.overview import key_metrics, run_line
+from diag.tui.views.timeline import collector_note
+from diag.tui.widgets.frame_table import frame_rows, header
+from diag.tui.widgets.histogram import histogram_bins
+from diag.tui.widgets.phase_bar import axis, column_phases
+from diag.tui.widgets.score_bars import bar
+from diag.tui.widgets.time_chart import bin_columns, chart_rows, scale_top
+
+
+def test_values_follow_their_units():
+    assert fmt.value(0.214, "ratio") == "21.4%"
+    assert fmt.value(85.0, "%") == "85.0%"
+    assert fmt.value(0.0031, "s") == "3.1 ms"
+    assert fmt.value(2.5, "ms") == "2.5 ms"
+    assert fmt.value(3.0e9, "bytes") == "3 GB"
+    assert fmt.value(198.5, "steps/s") == "198 steps/s"
+    assert fmt.value(None, "s") == fmt.value(float("nan"), "s") == "–"
+    assert fmt.seconds(3725) == "1h02m"
+    assert fmt.seconds(0.000012) == "12 µs"
+
+
+def test_cells_take_units_from_column_names():
+    assert fmt.cell("p50_ms", 2.0) == "2 ms"
+    assert fmt.cell("self_s", 7.68) == "7.68 s"
+    assert fmt.cell("share", 0.614) == "61.4%"
+    assert fmt.cell("bytes", 1_572_864) == "1.57 MB"
+    assert fmt.cell("gb_per_s", 22.47) == "22.5"
+    assert fmt.cell("count", 3100) == "3,100"
+    assert fmt.cell("in_model", True) == "yes"
+    assert header("p99_ms") == "p99" and header("gb_per_s") == "GB/s" and header("name") == "name"
+    df = pd.DataFrame({"name": ["a"], "total_ms": [1.5]})
+    assert frame_rows(df, ["total_ms", "name"]) == [["1.5 ms", "a"]]
+
+
+def test_bar_fills_in_eighths():
+    assert bar(0.0, 4) == "    "
+    assert bar(1.0, 4) == "████"
+    assert bar(0.5, 4) == "██  "
+    assert bar(1.5, 4) == "████"
+    assert len(bar(0.33, 10)) == 10
+
+
+def test_chart_bins_keep_the_peak_and_align_to_the_run():
+    t = np.array([0.5, 1.5, 1.6, 9.5])
+    v = np.array([1.0, 2.0, 5.0, 3.0])
+    cols = bin_columns(t, v, duration_s=10.0, width=10)
+    assert cols[0] == 1.0 and cols[1] == 5.0 and cols[9] == 3.0
+    assert np.isnan(cols[2:9]).all()
+    rows = chart_rows(np.array([0.0, 50.0, 100.0, np.nan]), top=100.0, height=2)
+    assert rows == ["  █ ", " ██ "]
+    assert chart_rows(np.array([0.1]), top=100.0, height=1) == ["▁"]  # small but non-zero still shows
+    assert scale_top("%", np.array([20.0, 40.0])) == 100.0
+    assert scale_top("GB", np.array([20.0, 40.0])) == 40.0
+
+
+def test_histogram_folds_the_tail_into_the_last_bin():
+    values = np.concatenate([np.linspace(1e-3, 2e-3, 990), np.full(10, 0.5)])
+    bins = histogram_bins(values, 10)
+    assert len(bins) == 10
+    assert sum(c for _, _, c in bins) == 1000
+    assert bins[-1][1] == 0.5
+    assert histogram_bins(np.array([]), 10) == []
+    assert histogram_bins(np.array([2e-3, 2e-3]), 10) == [(2e-3, 2e-3, 2)]
+
+
+def test_phases_under_columns_and_axis():
+    phases = [Phase("startup", 0, 2), Phase("steady", 2, 10)]
+    assert column_phases(phases, 10.0, 5) == ["startup", "steady", "steady", "steady", "steady"]
+    line = axis(20.0, 40)
+    assert len(line) == 40 and line.startswith("0 s") and line.endswith("20.00 s") and "10.00 s" in line
+
+
+def test_finding_text_has_evidence_code_and_gain():
+    f = canned_diagnosis("gpu_compute").findings[1]
+    text = finding_markdown(f)
+    assert "| `steady.copy_share` | 8.0% | > 0.05 | ratio |" in text
+    assert "```python\nx = x.pin_memory().to(\"cuda\", non_blocking=True)\n```" in text
+    assert "*Expected gain:* up to 8%" in text
+    assert matches(f, "TRANSFER") and not matches(f, "gc pauses")
+
+
+def test_overview_helpers():
+    d = canned_diagnosis("gpu_compute")
+    metrics = dict(key_metrics(d))
+    assert metrics["gpu_busy"] == "86.0%" and metrics["step_p50"] == "3.1 ms"
+    assert run_line({"command": ["python", "x.py"], "duration_s": 2.0, "exit_code": 1, "partial": True}) == (
+        "python x.py · 2.00 s · no GPU · exit 1 · PARTIAL RUN (recording cut short)")
+    assert collector_note({"gpu": {"status": "ok"}}, "gpu", "GPU charts") is None
+    assert collector_note({}, "gpu", "GPU charts") == "No GPU charts: the gpu collector was missing — not recorded"
