@@ -130,14 +130,14 @@ class Recorder:
 
     # -- writing -------------------------------------------------------------
 
-    def _writer(self, table: str) -> JsonlWriter:
+    def _writer(self, table: str) -> _LineWriter:
         w = self._writers.get(table)
         if w is None:
             with self._writers_lock:
                 w = self._writers.get(table)
                 if w is None:
                     # Our own flusher thread flushes by time, so the writer only by size.
-                    w = JsonlWriter(self.run_dir, table, flush_rows=256, flush_s=1e9)
+                    w = _LineWriter(self.run_dir, table, flush_rows=256, flush_s=1e9)
                     self._writers[table] = w
         return w
 
@@ -168,14 +168,17 @@ class Recorder:
         if not buf:
             return
         try:
-            w = self._writer(table)
-            fmt = self.row_formatters.get(table)
+            rows = []
             while True:
                 try:
-                    row = buf.popleft()
+                    rows.append(buf.popleft())
                 except IndexError:
                     break
-                w.write(fmt(row) if fmt is not None else row)
+            fmt = self.row_formatters.get(table)
+            if fmt is not None:
+                rows = [fmt(row) for row in rows]
+            encode = _step_line if table == "steps" else _encode
+            self._writer(table).write_lines([encode(row) for row in rows])
         except Exception:  # noqa: BLE001 - never hurt the target: a failing disk loses rows
             pass
 
@@ -326,6 +329,46 @@ class Recorder:
         import multiprocessing.util
 
         multiprocessing.util.Finalize(None, self.close, exitpriority=-100)
+
+
+class _LineWriter(JsonlWriter):
+    """A JsonlWriter that also takes ready-made JSON lines, a batch at a time."""
+
+    def write_lines(self, lines: list[str]) -> None:
+        with self._lock:
+            self._buf.extend(lines)
+        self.flush()
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+_STEP_KEYS = ("ts_ns", "dur_ns", "tid", "source", "model", "batch", "shapes", "dtype", "device", "gpu_ns",
+              "syncs", "seq", "in_window", "weight", "pid")
+_STEP_LINE = ('{"ts_ns":%d,"dur_ns":%d,"tid":%d,"source":%s,"model":%s,"batch":%d,"shapes":%s,"dtype":%s,'
+              '"device":%s,"gpu_ns":%d,"syncs":%d,"seq":%d,"in_window":%s,"weight":%d,"pid":%d}')
+_JSON_STRINGS: dict[str, str] = {}
+
+
+def _json_str(value: str) -> str:
+    out = _JSON_STRINGS.get(value)
+    if out is None:
+        out = json.dumps(str(value))
+        if len(_JSON_STRINGS) < 10_000:
+            _JSON_STRINGS[value] = out
+    return out
+
+
+def _step_line(row: dict[str, Any]) -> str:
+    """A steps row as JSON, about twice as fast as json for the usual columns."""
+    if tuple(row) != _STEP_KEYS:
+        return _encode(row)
+    try:
+        return _STEP_LINE % (
+            row["ts_ns"], row["dur_ns"], row["tid"], _json_str(row["source"]), _json_str(row["model"]),
+            row["batch"], _json_str(row["shapes"]), _json_str(row["dtype"]), _json_str(row["device"]),
+            row["gpu_ns"], row["syncs"], row["seq"], "true" if row["in_window"] else "false", row["weight"],
+            row["pid"])
+    except (TypeError, ValueError):  # a value of an unusual type: the general encoder handles it
+        return _encode(row)
 
 
 def process_start_ns() -> int | None:

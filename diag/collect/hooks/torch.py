@@ -376,7 +376,7 @@ class TorchHooks:
                 ts = _time_ns()
                 t0 = _perf_ns()
                 out = orig(self, *args, **kwargs)
-                if out is not self:
+                if out is not self and (self.is_cuda or out.is_cuda):
                     try:
                         copy(api, self, out, _non_blocking(args, kwargs), ts, _perf_ns() - t0)
                     except Exception:  # noqa: BLE001
@@ -396,7 +396,7 @@ class TorchHooks:
             ts = _time_ns()
             t0 = _perf_ns()
             out = orig_copy(self, src, *args, **kwargs)
-            if isinstance(src, Tensor):
+            if isinstance(src, Tensor) and (self.is_cuda or src.is_cuda):
                 try:
                     copy("copy_", src, self, _non_blocking(args, kwargs), ts, _perf_ns() - t0)
                 except Exception:  # noqa: BLE001
