@@ -281,3 +281,31 @@ def queueing_batch1(path: str, gpu: bool = False) -> Run:
     if gpu:
         b.gpu_samples(30, from_s=STARTUP_S)
     return b.write()
+
+
+def io_builtin_reads(path: str) -> Run:
+    """Inputs read with builtin file reads: the stack shows user code, the thread uses no CPU."""
+    b = RunBuilder(path, gpu=False)
+    period = 0.020
+    steps = _loop(b, period, 0.25)
+    user = "<module> (app.py:1);main (app.py:20);load_sample (app.py:9)"
+    b.stacks([(end, period * 0.75, user, False) for _, end in steps])
+    b.thread_cpu(0.27)  # the model's 25% and a little
+    b.host(120, read_bps=80e6, read_chars_bps=80e6)
+    return b.write()
+
+
+def gil_helper_thread(path: str) -> Run:
+    """A helper thread prepares batches in Python; the stepping thread waits on a queue for them."""
+    b = RunBuilder(path, gpu=True)
+    period = 0.020
+    steps = _loop(b, period, 0.2)
+    wait = "<module> (app.py:1);main (app.py:20);get (/usr/lib/python3.12/queue.py:171)"
+    b.stacks([(end, period * 0.8, wait, True) for _, end in steps])
+    b.stacks([(STARTUP_S, b.duration_s - STARTUP_S, "run (threading.py:1);prepare (app.py:40)", False)],
+             tid=TID + 1)
+    b.thread_cpu(0.22)
+    b.thread_cpu(0.95, tid=TID + 1)
+    b.host(130)
+    b.gpu_samples(15, from_s=STARTUP_S)
+    return b.write()

@@ -17,6 +17,8 @@ CASES = [
     (F.cpu_compute, "compute_bound"),
     (F.cpu_preprocess, "cpu_bound"),
     (F.io_socket, "io_bound"),
+    (F.io_builtin_reads, "io_bound"),
+    (F.gil_helper_thread, "cpu_bound"),
     (F.cold_start, "cold_start"),
     (F.queueing_batch1, "queueing"),
 ]

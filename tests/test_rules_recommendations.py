@@ -53,6 +53,11 @@ CASES = [
      {"steady__iowait_share": 0.0}, "num_workers"),
     ("io.workers_reading", dict(CPU, steady__outside_wait_share=0.6, steady__worker_io_share=0.8),
      {"steady__worker_io_share": 0.05}, "num_workers"),
+    ("io.blocked_outside_model", dict(CPU, steady__blocked_outside_share=0.6, steady__outside_wait_share=0.6,
+                                      steady__step_thread_cpu=0.3),
+     {"steady__blocked_outside_share": 0.05}, "ThreadPoolExecutor"),
+    ("compute.gpu_underfilled", dict(GPU, steady__gpu_busy=0.95, steady__sm_active=0.2, steady__batch_p50=1),
+     {"steady__sm_active": 0.9}, "larger batches"),
     ("launch.tiny_kernels", dict(GPU, steady__kernel_mean_us=5, steady__kernel_idle_share=0.7,
                                  steady__inside_model_share=0.9, steady__kernels_per_step=300,
                                  steady__gpu_busy_kernels=0.3),
@@ -115,7 +120,7 @@ def test_recommendation_fires_on_its_evidence_only(rule_id, evidence, without, s
 def test_gains_are_upper_bounds_from_measured_shares():
     f = evaluate_rule(RULES["transfer.copies_dominate"], metrics(**CASES[0][1]))
     assert f.recommendations[0].expected_gain.startswith("at most 2.00x")  # 1 / (1 - 0.5)
-    f = evaluate_rule(RULES["launch.tiny_kernels"], metrics(**CASES[11][1]))
+    f = evaluate_rule(RULES["launch.tiny_kernels"], metrics(**CASES[13][1]))
     assert "at most 3.3x" in f.recommendations[0].expected_gain  # 1 / (1 - 0.7)
 
 
@@ -132,19 +137,19 @@ def test_dynamic_batching_only_for_small_batches():
 
 
 def test_reduced_precision_only_for_fp32_math():
-    m = dict(CASES[13][1], steady__fp32_active=0.02, steady__tensor_active=0.6, steady__fp32_step_fraction=0.0)
+    m = dict(CASES[15][1], steady__fp32_active=0.02, steady__tensor_active=0.6, steady__fp32_step_fraction=0.0)
     f = evaluate_rule(RULES["compute.gpu_math"], metrics(**m))
     assert f is not None and not any("allow_tf32" in r.code for r in f.recommendations)
 
 
 def test_int8_advice_only_for_fp32_models():
-    m = dict(CASES[14][1], steady__fp32_step_fraction=0.0)
+    m = dict(CASES[16][1], steady__fp32_step_fraction=0.0)
     f = evaluate_rule(RULES["compute.cpu_model_time"], metrics(**m))
     assert f is not None and not any("quantize_dynamic" in r.code for r in f.recommendations)
 
 
 def test_throttling_advice_matches_the_reason():
-    power = dict(CASES[22][1], steady__thermal_throttle_share=0.0, steady__power_throttle_share=0.8)
+    power = dict(CASES[24][1], steady__thermal_throttle_share=0.0, steady__power_throttle_share=0.8)
     f = evaluate_rule(RULES["gpu.throttling"], metrics(**power))
     text = " ".join(r.text for r in f.recommendations)
     assert "Power cap" in text and "cooling" not in text

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
-import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import _bool
 from diag.analysis.context import Context, mean_or_none, num, ratio
-
-# Leaf Python frames that wait on files or sockets. py-spy shows Python frames,
-# so a C-level read appears as the library function that called it.
-IO_FRAME = re.compile(
-    r"(?:read|readinto|readline|readlines|read1|recv|recv_into|recvfrom|recvfrom_into|recvmsg|"
-    r"_safe_read|_read_status|begin|getresponse|urlopen|accept|select|poll|_read|fromfile|load|"
-    r"sendall|connect|create_connection|_fp_read|readexactly|sock_recv|read_csv|read_parquet|imread|open)"
-    r" \((?:[^;()]*/)?(?:socket|ssl|selectors|http/client|urllib/[^;]*|requests/[^;]*|urllib3/[^;]*|"
-    r"gzip|bz2|lzma|zipfile|tarfile|_compression|io|codecs|shutil|asyncio/[^;]*|numpy/[^;]*npyio[^;]*|"
-    r"numpy/lib/format|PIL/[^;]*|torch/serialization|pandas/io/[^;]*|pyarrow/[^;]*|h5py/[^;]*|"
-    r"cv2/[^;]*|fsspec/[^;]*|s3fs/[^;]*|boto[^;]*|datasets/[^;]*)\.py:\d+\)$"
-)
+from diag.analysis.stacks import io_frames
 
 METRICS = [
     Metric("steady.process_cpu_cores", "cores", "CPU used by the whole process tree (1 = one core busy)."),
@@ -35,7 +21,7 @@ METRICS = [
     Metric("steady.read_chars_bps", "bytes/s", "All reads of the process tree, pipes and sockets included (psutil read_chars)."),
     Metric("steady.iowait_share", "ratio", "Block-I/O wait of the process tree per second (psutil iowait; may exceed 1 with several processes)."),
     Metric("steady.system_iowait_share", "ratio", "Whole-machine I/O wait share."),
-    Metric("steady.io_wait_share", "ratio", "Share of steady time the stepping thread waits in file or socket reads outside the model (stack samples)."),
+    Metric("steady.helper_threads_busy", "cores", "Python threads of the stepping process other than the stepping thread, running (stack samples; OpenMP threads have no Python stack, so their spinning is not counted)."),
     Metric("steady.worker_io_share", "ratio", "Share of other processes' stack samples waiting in file or socket reads (input workers)."),
 ]
 
@@ -91,41 +77,25 @@ def _rate(ctx: Context, col: str) -> float | None:
     return total if seen else None
 
 
-def io_frames(stacks: pd.Series) -> pd.Series:
-    """Whether each stack's innermost frame waits on a file or socket read."""
-    stacks = stacks.astype(str)
-    # stacks repeat: judge each distinct one once
-    verdict = {s: bool(IO_FRAME.match(s.rpartition(";")[2])) for s in stacks.unique()}
-    return stacks.map(verdict).astype(bool)
-
-
 def _stacks(ctx: Context, out: dict[str, float | None]) -> None:
-    st = ctx.window("stacks")
-    if st.empty:
+    """Other threads and processes: are the input workers reading, and are helper threads busy?"""
+    st = ctx.window("stacks", by_end=True)
+    if st.empty or ctx.main is None:
         return
+    pid, tid = ctx.main
     st = st[["ts_ns", "dur_ns", "pid", "tid", "stack", "idle"]]
-    leaf_io = io_frames(st["stack"])
-    dur = np.nan_to_num(num(st["dur_ns"]), nan=0.0)
-    if ctx.main is not None:
-        pid, tid = ctx.main
-        me = ((st["pid"] == pid) & (st["tid"] == tid)).to_numpy()
-        ts = st["ts_ns"].to_numpy(dtype=np.int64)
-        mine = ctx.thread_rows(ctx.window("steps", by_end=True), pid, tid, ["ts_ns", "dur_ns"])
-        s_ts = mine["ts_ns"].to_numpy(dtype=np.int64)
-        outside = ~intervals.inside(ts, s_ts, s_ts + mine["dur_ns"].to_numpy(dtype=np.int64))
-        req = ctx.requests()
-        if not req.empty:
-            # between requests a server waits for the next one: that is load, not input I/O
-            r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
-            outside &= intervals.inside(ts, r_ts, r_ts + req["dur_ns"].to_numpy(dtype=np.int64))
-        if me.any():
-            out["steady.io_wait_share"] = float(dur[me & outside & leaf_io.to_numpy()].sum()) / 1e9 / ctx.seconds
-        others = (st["pid"] != pid).to_numpy()
-        # only threads that do something count: a parked helper thread says nothing about input
-        if others.any():
-            active_or_io = (~_bool(st["idle"])) | leaf_io.to_numpy()
-            sel = others & active_or_io
-            tot = float(dur[sel].sum())
-            out["steady.worker_io_share"] = float(dur[sel & leaf_io.to_numpy()].sum()) / tot if tot > 0 else None
-
-
+    ts = st["ts_ns"].to_numpy(dtype=np.int64)
+    end = ts + np.nan_to_num(num(st["dur_ns"]), nan=0.0).astype(np.int64)
+    dur = (np.minimum(end, ctx.t1) - np.maximum(ts, ctx.t0)).clip(0) / 1e9
+    io = io_frames(st["stack"]).to_numpy()
+    idle = _bool(st["idle"])
+    same_pid = st["pid"].to_numpy() == pid
+    helpers = same_pid & (st["tid"].to_numpy() != tid)
+    if helpers.any():
+        out["steady.helper_threads_busy"] = float(dur[helpers & ~idle & ~io].sum()) / ctx.seconds
+    others = ~same_pid
+    # only threads that do something count: a parked helper thread says nothing about input
+    sel = others & (~idle | io)
+    tot = float(dur[sel].sum())
+    if tot > 0:
+        out["steady.worker_io_share"] = float(dur[sel & io].sum()) / tot

@@ -9,6 +9,7 @@ from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import _bool
 from diag.analysis.context import Context, num, ratio
+from diag.analysis.stacks import io_frames
 
 # A copy's wall time can include waiting for queued GPU work (a blocking copy
 # waits for the stream). No real host<->device link moves less than this, so
@@ -21,6 +22,9 @@ METRICS = [
     Metric("steady.step_thread_cpu", "ratio", "CPU time of the stepping thread per second of steady time (1 = one core)."),
     Metric("steady.outside_busy_share", "ratio", "Share of steady time the stepping thread runs on CPU outside the model (not copying or syncing)."),
     Metric("steady.outside_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model (blocked, not copying or syncing)."),
+    Metric("steady.io_wait_share", "ratio", "Share of steady time the stepping thread waits in file or socket reads outside the model (stack samples; inside requests when there are requests)."),
+    Metric("steady.known_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model on a queue, lock or select (another thread or process, or the next request)."),
+    Metric("steady.blocked_outside_share", "ratio", "Share of steady time the stepping thread is off CPU outside the model in a call diag cannot name (a builtin file read, a C-level socket, sleep): thread CPU vs stack samples."),
     Metric("steady.copy_share", "ratio", "Share of steady time the stepping thread spends in host<->device copies (wait for queued GPU work excluded)."),
     Metric("steady.copy_pageable_fraction", "ratio", "Fraction of copy time that moved pageable (not pinned) host memory."),
     Metric("steady.copy_bytes_per_step", "bytes", "Bytes copied between host and device per step."),
@@ -67,7 +71,8 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.copy_bytes_per_step"] = float(nbytes.sum()) / n_steps
         out["steady.copy_bps"] = float(nbytes.sum()) / T
         outside = ~_bool(copies["in_step"])
-        copy_out_ns = float(cost[outside].sum())
+        # the thread is held for the copy's whole wall time (transfer or waiting for the GPU)
+        copy_out_ns = float(np.nan_to_num(dur, nan=0.0)[outside].sum())
     elif ctx.device == "cuda" and ctx.hooks_ok:  # hooks watched and saw no copy
         out["steady.copy_share"] = 0.0
         out["steady.copy_bytes_per_step"] = 0.0
@@ -93,15 +98,26 @@ def compute(ctx: Context) -> dict[str, float | None]:
     waits = (copy_out_ns + sync_out_ns) / 1e9 / T
     cpu = thread_cpu(ctx, pid, tid)
     out["steady.step_thread_cpu"] = cpu
-    busy = _busy_outside_from_stacks(ctx, pid, tid, s_ts, s_end, copies, syncs)
+    st = _stack_shares(ctx, pid, tid, s_ts, s_end, copies, syncs)
+    busy = st["active"] if st else None
     if cpu is not None:
-        # a hard lower bound: CPU time the model, copies and syncs cannot account for
+        # CPU time the model, copies and syncs cannot account for was spent outside: a floor.
+        # And no more than the thread's CPU time can have been busy: a non-idle stack
+        # sample may be blocked in a C call (a builtin read, sleep, the GIL).
         floor = max(0.0, cpu - inside - waits)
-        busy = floor if busy is None else max(busy, floor)
+        busy = floor if busy is None else min(max(busy, floor), cpu)
     if busy is not None:
         busy = min(busy, max(0.0, outside_share - waits))
+        wait = max(0.0, outside_share - waits - busy)
         out["steady.outside_busy_share"] = busy
-        out["steady.outside_wait_share"] = max(0.0, outside_share - waits - busy)
+        out["steady.outside_wait_share"] = wait
+        if st is not None:
+            out["steady.io_wait_share"] = st["io"]
+            out["steady.known_wait_share"] = st["known"]
+            if cpu is not None and not st["requests"]:
+                # off CPU outside the model, not in a known wait or a recognised read:
+                # blocked in a C call (a builtin file read, a C-level socket, sleep)
+                out["steady.blocked_outside_share"] = max(0.0, wait - st["io_all"] - st["known"])
 
     _gc(ctx, pid, mine_steady, out)
     return out
@@ -129,19 +145,40 @@ def thread_cpu(ctx: Context, pid: int, tid: int) -> float | None:
     return ratio(max(0.0, b - a), span)
 
 
-def _busy_outside_from_stacks(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.ndarray,
-                              copies: pd.DataFrame, syncs: pd.DataFrame) -> float | None:
-    st = ctx.thread_rows(ctx.window("stacks"), pid, tid, ["ts_ns", "dur_ns", "idle"])
+def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.ndarray,
+                  copies: pd.DataFrame, syncs: pd.DataFrame) -> dict[str, float] | None:
+    """The stepping thread's stack samples outside the model (and outside copies and syncs), as shares.
+
+    active: running Python (not a known wait, not a read); io: in a file or
+    socket read (inside request ranges when the run has requests: between
+    requests a server waits for load, not input); known: in a known wait
+    (queue, lock, select on a pipe: waiting for another thread or process).
+    """
+    st = ctx.thread_rows(ctx.window("stacks", by_end=True), pid, tid, ["ts_ns", "dur_ns", "idle", "stack"])
     if st.empty:
         return None
     ts = st["ts_ns"].to_numpy(dtype=np.int64)
-    dur = np.nan_to_num(num(st["dur_ns"]), nan=0.0)
-    active = ~_bool(st["idle"])
+    end = ts + np.nan_to_num(num(st["dur_ns"]), nan=0.0).astype(np.int64)
+    dur = (np.minimum(end, ctx.t1) - np.maximum(ts, ctx.t0)).clip(0) / 1e9 / ctx.seconds
+    idle = _bool(st["idle"])
+    io = io_frames(st["stack"]).to_numpy()
     waits_s = np.concatenate([copies["ts_ns"].to_numpy(dtype=np.int64), syncs["ts_ns"].to_numpy(dtype=np.int64)])
     waits_e = np.concatenate([(copies["ts_ns"] + copies["dur_ns"]).to_numpy(dtype=np.int64),
                               (syncs["ts_ns"] + syncs["dur_ns"]).to_numpy(dtype=np.int64)])
-    outside = ~intervals.inside(ts, s_ts, s_end) & ~intervals.inside(ts, waits_s, waits_e)
-    return float(dur[active & outside].sum()) / 1e9 / ctx.seconds
+    mid = ts + (end - ts) // 2  # a sample interval belongs where its middle lies
+    outside = ~intervals.inside(mid, s_ts, s_end) & ~intervals.inside(mid, waits_s, waits_e)
+    req = ctx.requests()
+    in_req = np.ones(len(ts), dtype=bool)
+    if not req.empty:
+        r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
+        in_req = intervals.inside(mid, r_ts, r_ts + req["dur_ns"].to_numpy(dtype=np.int64))
+    return {
+        "active": float(dur[outside & ~idle & ~io].sum()),
+        "io": float(dur[outside & io & in_req].sum()),
+        "io_all": float(dur[outside & io].sum()),
+        "known": float(dur[outside & idle & ~io].sum()),
+        "requests": not req.empty,
+    }
 
 
 def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None]) -> None:

@@ -1,0 +1,27 @@
+"""Stack samples (py-spy): which ones wait on files or sockets."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+# Leaf Python frames that wait on files or sockets. py-spy shows Python frames,
+# so a C-level read appears as the library function that called it.
+IO_FRAME = re.compile(
+    r"(?:\w+\.)*(?:read|readinto|readline|readlines|read1|recv|recv_into|recvfrom|recvfrom_into|recvmsg|"
+    r"_safe_read|_read_status|begin|getresponse|urlopen|select|poll|_read|fromfile|load|"
+    r"sendall|connect|create_connection|_fp_read|readexactly|sock_recv|read_csv|read_parquet|imread|open)"
+    r" \((?:[^;()]*/)?(?:socket|ssl|selectors|http/client|urllib/[^;]*|requests/[^;]*|urllib3/[^;]*|"
+    r"gzip|bz2|lzma|zipfile|tarfile|_compression|io|codecs|shutil|asyncio/[^;]*|numpy/[^;]*npyio[^;]*|"
+    r"numpy/lib/format|PIL/[^;]*|torch/serialization|pandas/io/[^;]*|pyarrow/[^;]*|h5py/[^;]*|"
+    r"cv2/[^;]*|fsspec/[^;]*|s3fs/[^;]*|boto[^;]*|datasets/[^;]*)\.py:\d+\)$"
+)
+
+
+def io_frames(stacks: pd.Series) -> pd.Series:
+    """Whether each stack's innermost frame waits on a file or socket read."""
+    stacks = stacks.astype(str)
+    # stacks repeat: judge each distinct one once
+    verdict = {s: bool(IO_FRAME.match(s.rpartition(";")[2])) for s in stacks.unique()}
+    return stacks.map(verdict).astype(bool)
