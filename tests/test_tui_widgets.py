@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
+from rich.console import Console
 from test_tui_support import canned_diagnosis
 
 from diag.engine.diagnosis import Phase
 from diag.tui import fmt
-from diag.tui.views.findings import finding_markdown, matches
+from diag.tui.views.findings import finding_detail, matches
 from diag.tui.views.overview import key_metrics, run_line
 from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import frame_rows, header
@@ -83,10 +86,12 @@ def test_phases_under_columns_and_axis():
 
 def test_finding_text_has_evidence_code_and_gain():
     f = canned_diagnosis("gpu_compute").findings[1]
-    text = finding_markdown(f)
-    assert "| `steady.copy_share` | 8.0% | > 0.05 | ratio |" in text
-    assert "```python\nx = x.pin_memory().to(\"cuda\", non_blocking=True)\n```" in text
-    assert "*Expected gain:* up to 8%" in text
+    console = Console(width=80, record=True, color_system=None)
+    console.print(finding_detail(f))
+    text = console.export_text()
+    assert re.search(r"steady\.copy_share\s+8\.0%\s+> 0\.05\s+ratio", text)
+    assert 'x = x.pin_memory().to("cuda", non_blocking=True)' in text
+    assert "Expected gain: up to 8%" in text
     assert matches(f, "TRANSFER") and not matches(f, "gc pauses")
 
 

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich import box
+from rich.console import Group
+from rich.padding import Padding
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from diag.engine.diagnosis import Diagnosis, Finding
@@ -14,27 +22,33 @@ from diag.tui.views.base import View
 SEVERITY_MARK = {"high": "!!!", "medium": "!! ", "low": "!  ", "info": "·  "}
 
 
-def finding_markdown(f: Finding) -> str:
-    """The detail of one finding as Markdown: evidence table, recommendations, code, gain."""
-    lines = [f"## {f.title}", "",
-             f"**{f.label or 'note'}** · severity {f.severity} · score {f.score:.2f} · `{f.rule}`", ""]
+def finding_detail(f: Finding) -> Group:
+    """The detail of one finding as Rich renderables: compact at 80 columns, code highlighted."""
+    parts: list[Any] = [Text(f.title, style="bold"),
+                        Text(f"{f.label or 'note'} · severity {f.severity} · score {f.score:.2f} · {f.rule}",
+                             style="dim")]
     if f.evidence:
-        lines += ["### Evidence", "", "| metric | value | threshold | unit |", "|---|---:|---|---|"]
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), expand=True, title="Evidence", title_justify="left",
+                      title_style="bold")
+        table.add_column("metric", ratio=1, overflow="fold")
+        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("threshold", no_wrap=True)
+        table.add_column("unit", no_wrap=True)
         for e in f.evidence:
-            lines.append(f"| `{e.metric}` | {fmt.value(e.value, e.unit)} | {e.threshold or '–'} | {e.unit or '–'} |")
-        lines.append("")
+            table.add_row(e.metric, fmt.value(e.value, e.unit), e.threshold or "–", e.unit or "–")
+        parts.append(table)
     if f.recommendations:
-        lines += ["### Recommendations", ""]
+        parts.append(Text("Recommendations", style="bold"))
         for i, r in enumerate(f.recommendations, 1):
-            lines.append(f"{i}. {r.text}")
-            if r.expected_gain:
-                lines.append(f"   *Expected gain:* {r.expected_gain}")
+            parts.append(Text(f"{i}. {r.text}"))
             if r.code:
-                lines += ["", "```python", r.code.rstrip(), "```"]
+                parts.append(Padding(Syntax(r.code.rstrip(), "python", theme="ansi_dark", word_wrap=True,
+                                            background_color="default"), (0, 0, 0, 3)))
+            if r.expected_gain:
+                parts.append(Text(f"   Expected gain: {r.expected_gain}", style="bold green"))
             if r.link:
-                lines.append(f"   See {r.link}")
-            lines.append("")
-    return "\n".join(lines)
+                parts.append(Text(f"   See {r.link}", style="dim"))
+    return Group(*parts)
 
 
 def matches(f: Finding, text: str) -> bool:
@@ -57,7 +71,7 @@ class FindingsView(View):
             self.mount(Static("No findings: no rule fired on this run.", classes="problem"))
             return
         self.mount(OptionList(id="finding-list"))
-        self.mount(VerticalScroll(Markdown(id="finding-detail"), id="finding-scroll", can_focus=False))
+        self.mount(VerticalScroll(Static(id="finding-detail"), id="finding-scroll", can_focus=False))
         self._fill()
 
     def _fill(self) -> None:
@@ -67,11 +81,11 @@ class FindingsView(View):
         if self.shown:
             options.highlighted = 0
         else:
-            self.query_one("#finding-detail", Markdown).update("*No finding matches the filter.*")
+            self.query_one("#finding-detail", Static).update("No finding matches the filter.")
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if 0 <= event.option_index < len(self.shown):
-            self.query_one("#finding-detail", Markdown).update(finding_markdown(self.shown[event.option_index]))
+            self.query_one("#finding-detail", Static).update(finding_detail(self.shown[event.option_index]))
             self.query_one("#finding-scroll").scroll_home(animate=False)
 
     def apply_filter(self, text: str) -> str | None:
