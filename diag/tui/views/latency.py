@@ -56,12 +56,12 @@ class LatencyView(View):
         self.mount(body)
         body.mount(Static("Latency", classes="section"))
         body.mount(FrameTable(data.summary, id="latency-summary", classes="fit"))
-        for kind, values in data.values_ms.items():
-            body.mount(Static(f"{kind.capitalize()} latency histogram", classes="section"))
-            body.mount(Histogram(values / 1e3))
         if "request" in data.values_ms:
             body.mount(Static("Queue wait vs service", classes="section"))
             body.mount(Static(queue_line(data.queue)))
+        for kind, values in data.values_ms.items():
+            body.mount(Static(f"{kind.capitalize()} latency histogram", classes="section"))
+            body.mount(Histogram(values / 1e3))
         for kind, df in data.slowest.items():
             body.mount(Static(f"Slowest {kind}s", classes="section"))
             body.mount(FrameTable(df, classes="fit slowest"))

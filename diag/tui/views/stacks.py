@@ -25,6 +25,7 @@ class StacksData:
     frames: pd.DataFrame
     breakdown: pd.DataFrame
     note: str | None
+    phase_order: list[str]
 
 
 def breakdown_text(breakdown: pd.DataFrame, width: int = 24) -> Text:
@@ -48,7 +49,8 @@ class StacksView(View):
     def load(self, source: Source) -> StacksData:
         d = source.diagnosis()
         return StacksData(source.hot_frames(d.phases, 30), time_breakdown(d.metrics),
-                          collector_note(source.manifest.get("collectors") or {}, "stacks", "Python stacks"))
+                          collector_note(source.manifest.get("collectors") or {}, "stacks", "Python stacks"),
+                          [p.name for p in d.phases])
 
     def show(self, data: StacksData) -> None:
         self.data = data
@@ -58,7 +60,9 @@ class StacksView(View):
         if data.frames.empty:
             self.mount(Static(data.note or "No stack samples in this run.", classes="problem"))
             return
-        self.phases = [ALL, *dict.fromkeys(data.frames["phase"])]
+        present = set(data.frames["phase"])
+        order = [p for p in data.phase_order if p in present] + sorted(present - set(data.phase_order))
+        self.phases = [ALL, *order]
         self.phase = "steady" if "steady" in self.phases else ALL
         self.mount(Static(id="phase-title", classes="section"))
         self.mount(FrameTable(id="frames"))
