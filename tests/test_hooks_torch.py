@@ -308,7 +308,7 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
     for seq in range(3):
         events = hooks._start_events(0)
         assert events[2] == "stream0"
-        row = {"seq": seq, "device": "cuda:0", "shapes": [], "gpu_ns": -1}
+        row = [0, 0, 1, "torch", "M", 2, [(2, 4)], "float32", "cuda:0", -1, 0, seq, False, 1]  # STEP_COLUMNS
         hooks._step_done(row, events, ts=seq, dur=5, seq=seq, mod=object())
         ends.append(events[1])
     assert _rows(rec2, "steps") == []  # nothing completed: rows wait, nobody blocks

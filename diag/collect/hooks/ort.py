@@ -152,15 +152,14 @@ class OrtHooks:
             dur = _perf_ns() - t0
             state.depth = 0
             if row is not None:
-                row["ts_ns"] = ts
-                row["dur_ns"] = dur
-                rec.write("steps", row)
+                row[0], row[1] = ts, dur  # ts_ns, dur_ns (recorder.STEP_COLUMNS)
+                rec.step(row)
             if seq == 0:
                 rec.event("first_step", "ort", ts_ns=ts, dur_ns=dur)
             if rec.on_step_end:
                 rec.step_ended(seq)
 
-    def _row(self, method: str, sess: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> dict[str, Any]:
+    def _row(self, method: str, sess: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> list[Any]:
         shapes: list[Any] = []
         dtype = ""
         if method == "run":
@@ -174,11 +173,10 @@ class OrtHooks:
                         shapes.append(shape)
         first = shapes[0] if shapes else None
         batch = first[0] if first and isinstance(first[0], int) else -1
-        return {"ts_ns": 0, "dur_ns": 0, "tid": threading.get_native_id(), "source": "ort",
-                "model": getattr(sess, "_diag_model", "") or "", "batch": batch,
-                "shapes": str(shapes).replace(" ", ""), "dtype": dtype,
-                "device": getattr(sess, "_diag_device", "") or "", "gpu_ns": -1, "syncs": 0,
-                "seq": seq, "in_window": bool(self.rec.in_window), "weight": weight}
+        # recorder.STEP_COLUMNS order
+        return [0, 0, threading.get_native_id(), "ort", getattr(sess, "_diag_model", "") or "", batch,
+                str(shapes).replace(" ", ""), dtype, getattr(sess, "_diag_device", "") or "", -1, 0, seq,
+                bool(self.rec.in_window), weight]
 
 
 def install(rec: Any, ort: Any) -> OrtHooks:

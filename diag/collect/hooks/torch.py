@@ -64,12 +64,8 @@ def _tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
     return found[:_MAX_SHAPES]
 
 
-def shapes_text(shapes: Any) -> str:
-    """`[[8,3,224,224]]` from a list of shapes (steps' `shapes` column)."""
-    if isinstance(shapes, str):
-        return shapes
-    return "[" + ",".join("[" + ",".join(str(d) for d in s) + "]" for s in shapes) + "]"
-
+# Indexes into a steps row (diag.collect.recorder.STEP_COLUMNS).
+_TS, _DUR, _DEVICE, _GPU, _SYNCS = 0, 1, 8, 9, 10
 
 _DTYPE_NAMES: dict[Any, str] = {}
 _CUDA_NAMES = [f"cuda:{i}" for i in range(64)]
@@ -114,21 +110,15 @@ def _file_info(f: Any) -> dict[str, Any]:
         return {"file": "?", "bytes": -1}
 
 
-def _format_step(row: dict[str, Any]) -> dict[str, Any]:
-    row["shapes"] = shapes_text(row["shapes"])
-    return row
-
-
 class TorchHooks:
     """Holds the originals and the per-process state of the torch hooks."""
 
     def __init__(self, rec: Any, torch: Any) -> None:
         self.rec = rec
         self.torch = torch
-        rec.row_formatters["steps"] = _format_step
         self.state = rec.state
         self.opts = rec.options
-        self.pending: collections.deque[tuple[dict[str, Any], Any, Any, int]] = collections.deque()
+        self.pending: collections.deque[tuple[list[Any], Any, Any, int]] = collections.deque()
         self.free_events: dict[int, list[tuple[Any, Any]]] = {}  # per device index
         self.event_sync: Any = None  # the real Event.synchronize (ours would count as a sync)
         self.lock = threading.Lock()
@@ -216,11 +206,11 @@ class TorchHooks:
                 state.depth = 0
                 if rec.on_step_end:
                     rec.step_ended(seq)
-        row: dict[str, Any] | None = None
+        row: list[Any] | None = None
         events = None
         try:
             row = self._step_row(mod, args, kwargs, seq, weight)
-            device = row["device"]
+            device = row[_DEVICE]
             if device[:4] == "cuda" or (device == "" and self._cuda_initialized()):
                 events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
         except Exception:  # noqa: BLE001 - never hurt the target
@@ -240,7 +230,7 @@ class TorchHooks:
             return _CUDA_NAMES[t.get_device()] if t.get_device() < len(_CUDA_NAMES) else str(t.device)
         return "cpu" if t.is_cpu else str(t.device)
 
-    def _step_row(self, mod: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> dict[str, Any]:
+    def _step_row(self, mod: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> list[Any]:
         tensors = _tensors(args, kwargs, self.torch.Tensor)
         if tensors:
             first = tensors[0]
@@ -254,23 +244,22 @@ class TorchHooks:
             for p in mod.parameters():
                 device = self._device_name(p)
                 break
-        # Shapes stay torch.Size objects here; the flusher thread formats them (see shapes_text).
         model = type(mod).__name__
         if model == "OptimizedModule":  # torch.compile's wrapper: name the model it compiled
             model = type(mod._modules.get("_orig_mod", mod)).__name__
-        return {"ts_ns": 0, "dur_ns": 0, "tid": _tid(), "source": "torch", "model": model,
-                "batch": batch, "shapes": [t.shape for t in tensors], "dtype": dtype, "device": device,
-                "gpu_ns": -1, "syncs": 0, "seq": seq, "in_window": bool(self.rec.in_window),
-                "weight": weight}
+        # A list in recorder.STEP_COLUMNS order; shapes stay torch.Size objects, the
+        # flusher thread turns them into text.
+        return [0, 0, _tid(), "torch", model, batch, [t.shape for t in tensors], dtype, device, -1, 0, seq,
+                bool(self.rec.in_window), weight]
 
-    def _step_done(self, row: dict[str, Any] | None, events: Any, ts: int, dur: int, seq: int,
+    def _step_done(self, row: list[Any] | None, events: Any, ts: int, dur: int, seq: int,
                    mod: Any) -> None:
         rec = self.rec
         try:
             if row is not None:
-                row["ts_ns"] = ts
-                row["dur_ns"] = dur
-                row["syncs"] = self.state.syncs
+                row[_TS] = ts
+                row[_DUR] = dur
+                row[_SYNCS] = self.state.syncs
                 if events is not None:
                     start, end, stream, index = events
                     end.record(stream)
@@ -278,7 +267,7 @@ class TorchHooks:
                         self.pending.append((row, start, end, index))
                     self.resolve()
                 else:
-                    rec.write("steps", row)
+                    rec.step(row)
             if seq == 0:
                 rec.event("first_step", type(mod).__name__, ts_ns=ts, dur_ns=dur)
         except Exception:  # noqa: BLE001
@@ -326,12 +315,12 @@ class TorchHooks:
                         (self.event_sync or type(end).synchronize)(end)
                     elif not end.query():
                         break
-                    row["gpu_ns"] = int(start.elapsed_time(end) * 1e6)
+                    row[_GPU] = int(start.elapsed_time(end) * 1e6)
                     self.free_events.setdefault(index, []).append((start, end))
                 except Exception:  # noqa: BLE001 - not completed or CUDA gone: unknown
-                    row["gpu_ns"] = -1
+                    row[_GPU] = -1
                 self.pending.popleft()
-                self.rec.write("steps", row)
+                self.rec.step(row)
 
     # -- copies and syncs ---------------------------------------------------------
 
