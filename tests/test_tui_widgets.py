@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -103,3 +105,10 @@ def test_overview_helpers():
         "python x.py · 2.00 s · no GPU · exit 1 · PARTIAL RUN (recording cut short)")
     assert collector_note({"gpu": {"status": "ok"}}, "gpu", "GPU charts") is None
     assert collector_note({}, "gpu", "GPU charts") == "No GPU charts: the gpu collector was missing — not recorded"
+
+
+def test_data_source_module_does_not_import_textual():
+    # The source and formatting are plain Python: usable from the report or scripts without Textual.
+    code = "import sys, diag.tui.source, diag.tui.fmt, diag.tui.labels; print('textual' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
