@@ -82,6 +82,8 @@ def test_histogram_folds_the_tail_into_the_last_bin():
 def test_phases_under_columns_and_axis():
     phases = [Phase("startup", 0, 2), Phase("steady", 2, 10)]
     assert column_phases(phases, 10.0, 5) == ["startup", "steady", "steady", "steady", "steady"]
+    short = [Phase("startup", 0, 4.5), Phase("steady", 4.5, 3600)]
+    assert column_phases(short, 3600.0, 100)[:2] == ["startup", "steady"]
     line = axis(20.0, 40)
     assert len(line) == 40 and line.startswith("0 s") and line.endswith("20.00 s") and "10.00 s" in line
 

@@ -28,7 +28,12 @@ def column_phases(phases: Sequence[Phase], duration_s: float, width: int) -> lis
     if width <= 0 or duration_s <= 0:
         return [None] * max(0, width)
     step = duration_s / width
-    return [phase_at(phases, (i + 0.5) * step) for i in range(width)]
+    cols = [phase_at(phases, (i + 0.5) * step) for i in range(width)]
+    # A phase shorter than a column (a 4 s startup in an hour) still gets the column it starts in.
+    for p in phases:
+        if p.name not in cols and p.end_s > p.start_s:
+            cols[min(width - 1, max(0, int(p.start_s / step)))] = p.name
+    return cols
 
 
 class PhaseBar(Widget):
