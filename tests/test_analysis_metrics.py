@@ -213,3 +213,18 @@ def test_docs_metrics_md_is_in_sync():
 
 
 _ = TID
+
+
+def test_stack_thread_found_when_pyspy_ids_are_not_native(tmp_path):
+    """py-spy reported pthread ids: the stepping thread is the one with model calls on its stack."""
+    b = RunBuilder(str(tmp_path), gpu=False)
+    period = 0.020
+    steps = F._loop(b, period, 0.25)
+    model = "main (app.py:20);Module._call_impl (/x/torch/nn/modules/module.py:1750);forward (net.py:5)"
+    b.stacks([(s, e - s, model, False) for s, e in steps], tid=139877792451456)
+    b.stacks([(e, period * 0.7, F.SOCKET_READ, True) for _, e in steps], tid=139877792451456)
+    b.stacks([(4.5, 25.0, "run (threading.py:1);serve (store.py:3)", False)], tid=139877779207872)
+    b.thread_cpu(0.3)
+    m = compute_metrics(b.write())
+    assert m["steady.io_wait_share"] == pytest.approx(0.7, abs=0.05)
+    assert m["steady.helper_threads_busy"] == pytest.approx(1.0, abs=0.05)

@@ -12,6 +12,9 @@ from diag.analysis.columns import _bool, complete
 from diag.analysis.phases import Phases, Span
 from diag.store.run import Run
 
+# frames that only the thread running a model call has on its stack
+_MODEL_FRAME = r"(?:_call_impl|_wrapped_call_impl) \([^;]*torch/nn/modules/module\.py|run \([^;]*onnxruntime/"
+
 
 @dataclass
 class Context:
@@ -101,6 +104,36 @@ class Context:
     def requests(self) -> pd.DataFrame:
         df = self.window("ranges")
         return df[df["kind"] == "request"] if not df.empty else df
+
+    @property
+    def stack_tid(self) -> int | None:
+        """The stepping thread's id in the stacks table.
+
+        Normally the steps' tid. Where py-spy's thread ids could not be mapped
+        to native ids, the thread of the stepping process whose stacks are
+        inside model calls (a torch Module call or an ORT run) the longest.
+        """
+        if "stack_tid" not in self._cache:
+            self._cache["stack_tid"] = self._find_stack_tid()
+        return self._cache["stack_tid"]
+
+    def _find_stack_tid(self) -> int | None:
+        if self.main is None:
+            return None
+        pid, tid = self.main
+        st = self.window("stacks", by_end=True)
+        if st.empty:
+            return None
+        mine = st[st["pid"].to_numpy() == pid]
+        tids = mine["tid"].unique()
+        if tid in set(tids.tolist()) or len(tids) == 0:
+            return tid
+        model = mine["stack"].astype(str).str.contains(_MODEL_FRAME, regex=True).to_numpy()
+        dur = np.nan_to_num(pd.to_numeric(mine["dur_ns"], errors="coerce").to_numpy(dtype=float), nan=0.0)
+        by_tid = pd.Series(np.where(model, dur, 0.0)).groupby(mine["tid"].to_numpy()).sum()
+        if by_tid.max() <= 0:
+            return None  # nothing says which thread steps: better no stack metrics than wrong ones
+        return int(by_tid.idxmax())
 
     @property
     def hooks_ok(self) -> bool:

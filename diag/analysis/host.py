@@ -82,7 +82,7 @@ def _stacks(ctx: Context, out: dict[str, float | None]) -> None:
     st = ctx.window("stacks", by_end=True)
     if st.empty or ctx.main is None:
         return
-    pid, tid = ctx.main
+    pid, tid = ctx.main[0], ctx.stack_tid
     st = st[["ts_ns", "dur_ns", "pid", "tid", "stack", "idle"]]
     ts = st["ts_ns"].to_numpy(dtype=np.int64)
     end = ts + np.nan_to_num(num(st["dur_ns"]), nan=0.0).astype(np.int64)
@@ -91,7 +91,7 @@ def _stacks(ctx: Context, out: dict[str, float | None]) -> None:
     idle = _bool(st["idle"])
     same_pid = st["pid"].to_numpy() == pid
     helpers = same_pid & (st["tid"].to_numpy() != tid)
-    if helpers.any():
+    if helpers.any() and tid is not None:
         out["steady.helper_threads_busy"] = float(dur[helpers & ~idle & ~io].sum()) / ctx.seconds
     others = ~same_pid
     # only threads that do something count: a parked helper thread says nothing about input

@@ -154,7 +154,10 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
     requests a server waits for load, not input); known: in a known wait
     (queue, lock, select on a pipe: waiting for another thread or process).
     """
-    st = ctx.thread_rows(ctx.window("stacks", by_end=True), pid, tid, ["ts_ns", "dur_ns", "idle", "stack"])
+    stack_tid = ctx.stack_tid
+    if stack_tid is None:
+        return None
+    st = ctx.thread_rows(ctx.window("stacks", by_end=True), pid, stack_tid, ["ts_ns", "dur_ns", "idle", "stack"])
     if st.empty:
         return None
     ts = st["ts_ns"].to_numpy(dtype=np.int64)
