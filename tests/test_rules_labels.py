@@ -123,3 +123,37 @@ def test_waiting_before_first_step_on_own_preprocessing_is_not_queueing(tmp_path
     assert d.metrics["steady.queue_behind_model_share"] < 0.1
     assert d.scores["queueing"] == 0.0
     assert d.primary == "cpu_bound"
+
+
+def test_memory_bound_when_dram_binds_harder_than_math(tmp_path):
+    """Elementwise work on big fp32 frames: FP32 pipes 30% busy, DRAM at 80% of peak."""
+    b = RunBuilder(str(tmp_path), gpu=True)
+    F._loop(b, 0.010, 0.97)
+    b.thread_cpu(0.97)
+    b.gpu_samples(97, from_s=F.STARTUP_S, gpm={"sm_active": 95, "sm_occupancy": 60, "tensor_active": 0,
+                                                "dram_bw_util": 80, "fp32_active": 30, "fp16_active": 0})
+    d = diagnose(b.write())
+    assert d.primary == "memory_bound", d.scores
+    assert d.scores["compute_bound"] < 0.3
+
+
+def test_fp32_gemm_without_tensor_cores_is_compute_bound_and_gets_tf32_advice(tmp_path):
+    b = RunBuilder(str(tmp_path), gpu=True)
+    F._loop(b, 0.050, 0.98, dtype="float32", shapes="[[64,512]]")
+    b.thread_cpu(0.98)
+    b.gpu_samples(99, from_s=F.STARTUP_S, gpm={"sm_active": 98, "sm_occupancy": 30, "tensor_active": 0,
+                                                "dram_bw_util": 35, "fp32_active": 75, "fp16_active": 0})
+    d = diagnose(b.write())
+    assert d.primary == "compute_bound"
+    assert "allow_tf32" in d.findings[0].recommendations[0].code
+
+
+def test_launch_bound_without_kernel_windows(tmp_path):
+    """NVML says 60% busy, but only 15% of the SMs are active and the stepping thread launches all the time."""
+    b = RunBuilder(str(tmp_path), gpu=True)
+    F._loop(b, 0.002, 0.96, batch=1, shapes="[[1,64]]")
+    b.thread_cpu(0.97)
+    b.gpu_samples(60, from_s=F.STARTUP_S, gpm={"sm_active": 15, "sm_occupancy": 5, "tensor_active": 1,
+                                                "dram_bw_util": 3, "fp32_active": 2, "fp16_active": 0})
+    d = diagnose(b.write())
+    assert d.primary == "launch_bound", d.scores
