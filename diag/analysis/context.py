@@ -128,7 +128,7 @@ class Context:
         tids = mine["tid"].unique()
         if tid in set(tids.tolist()) or len(tids) == 0:
             return tid
-        model = mine["stack"].astype(str).str.contains(_MODEL_FRAME, regex=True).to_numpy()
+        model = mine["stack"].astype(str).str.contains(_MODEL_FRAME, regex=True, na=False).to_numpy(dtype=bool)
         dur = np.nan_to_num(pd.to_numeric(mine["dur_ns"], errors="coerce").to_numpy(dtype=float), nan=0.0)
         by_tid = pd.Series(np.where(model, dur, 0.0)).groupby(mine["tid"].to_numpy()).sum()
         if by_tid.max() <= 0:

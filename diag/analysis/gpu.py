@@ -140,7 +140,7 @@ def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
     k = complete(ctx.run, "kernels")
     if k.empty:
         return
-    windows = ctx.run.table("windows")
+    windows = complete(ctx.run, "windows")
     # prefer windows in the steady state; profiled warm-up steps are still better than nothing
     if not windows.empty:
         in_steady = windows[(windows["ts_ns"] >= ctx.t0) & (windows["ts_ns"] <= ctx.t1)]

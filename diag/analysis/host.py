@@ -6,7 +6,7 @@ import numpy as np
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.columns import _bool
+from diag.analysis.columns import _bool, complete
 from diag.analysis.context import Context, mean_or_none, num, ratio
 from diag.analysis.stacks import io_frames
 
@@ -57,7 +57,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
 
 def _rate(ctx: Context, col: str) -> float | None:
     """Per-second increase of a cumulative per-process counter over the window, summed over processes."""
-    host = ctx.run.table("host")
+    host = complete(ctx.run, "host")
     total, seen = 0.0, False
     for _, g in host.groupby("pid"):
         ts = g["ts_ns"].to_numpy(dtype=np.int64)

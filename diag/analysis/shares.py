@@ -7,7 +7,7 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.columns import _bool
+from diag.analysis.columns import _bool, complete
 from diag.analysis.context import Context, num, ratio
 from diag.analysis.stacks import io_frames
 
@@ -125,7 +125,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
 
 def thread_cpu(ctx: Context, pid: int, tid: int) -> float | None:
     """CPU seconds per second of one thread over the window (threads table, cumulative)."""
-    th = ctx.run.table("threads")
+    th = complete(ctx.run, "threads")
     if th.empty:
         return None
     th = th[(th["pid"] == pid) & (th["tid"] == tid)]

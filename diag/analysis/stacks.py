@@ -21,7 +21,6 @@ IO_FRAME = re.compile(
 
 def io_frames(stacks: pd.Series) -> pd.Series:
     """Whether each stack's innermost frame waits on a file or socket read."""
-    stacks = stacks.astype(str)
     # stacks repeat: judge each distinct one once
-    verdict = {s: bool(IO_FRAME.match(s.rpartition(";")[2])) for s in stacks.unique()}
-    return stacks.map(verdict).astype(bool)
+    verdict = {s: isinstance(s, str) and bool(IO_FRAME.match(s.rpartition(";")[2])) for s in stacks.unique()}
+    return stacks.map(verdict).fillna(False).astype(bool)
