@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 # Leaf Python frames that wait on files or sockets. py-spy shows Python frames,
@@ -22,5 +23,6 @@ IO_FRAME = re.compile(
 def io_frames(stacks: pd.Series) -> pd.Series:
     """Whether each stack's innermost frame waits on a file or socket read."""
     # stacks repeat: judge each distinct one once
-    verdict = {s: isinstance(s, str) and bool(IO_FRAME.match(s.rpartition(";")[2])) for s in stacks.unique()}
-    return stacks.map(verdict).fillna(False).astype(bool)
+    codes, uniques = pd.factorize(stacks)
+    verdict = np.array([isinstance(s, str) and bool(IO_FRAME.match(s.rpartition(";")[2])) for s in uniques] + [False])
+    return pd.Series(verdict[codes], index=stacks.index)  # code -1 (null) picks the trailing False
