@@ -66,7 +66,8 @@ class DiagApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.current_view().ensure_loaded()
+        # Start diagnosing after the first frame is drawn: the worker thread competes for the GIL.
+        self.call_after_refresh(self.current_view().ensure_loaded)
 
     def current_view(self) -> View:
         pane = self.query_one("#views", TabbedContent).active_pane

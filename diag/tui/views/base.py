@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import LoadingIndicator, Static
+from textual.widgets import Static
 
 from diag.errors import DiagError
 from diag.tui.source import Source
@@ -41,7 +41,8 @@ class View(Vertical):
         self.filter_text = ""
 
     def compose(self):  # noqa: ANN201
-        yield LoadingIndicator(classes="loading")
+        # Plain text, not an animated LoadingIndicator: its redraws compete for the GIL with the loader.
+        yield Static("Loading…", classes="loading")
 
     def ensure_loaded(self) -> None:
         """Start loading this view's data, the first time it is asked."""
