@@ -101,7 +101,8 @@ CASES = [
 
 def test_every_builtin_rule_has_a_case():
     assert {c[0] for c in CASES} | {"compute.gpu_matmul_kernels", "compute.gpu_busy",
-                                    "compute.gpu_model_time_no_gpu_data", "memory.nvml_memory_util"} == set(RULES)
+                                    "compute.gpu_model_time_no_gpu_data", "memory.nvml_memory_util",
+                                    "fallback.model_time", "fallback.outside_work", "fallback.outside_wait"} == set(RULES)
 
 
 @pytest.mark.parametrize("rule_id, evidence, without, snippet", CASES, ids=[c[0] for c in CASES])
@@ -167,3 +168,10 @@ def test_fallback_gpu_rules_fire_only_without_better_data():
     nodata = dict(GPU, steady__inside_model_share=0.9, steady__step_thread_cpu=0.9)
     assert evaluate_rule(RULES["compute.gpu_model_time_no_gpu_data"], metrics(**nodata)) is not None
     assert evaluate_rule(RULES["compute.gpu_model_time_no_gpu_data"], metrics(**nodata, steady__gpu_busy=0.5)) is None
+
+
+def test_fallbacks_never_outrank_a_specific_rule():
+    for rid in ("fallback.model_time", "fallback.outside_work", "fallback.outside_wait"):
+        f = evaluate_rule(RULES[rid], metrics(steady__inside_model_share=1.0, steady__outside_busy_share=1.0,
+                                              steady__outside_wait_share=1.0))
+        assert f is not None and f.score <= 0.3

@@ -11,8 +11,8 @@ from diag.engine.evaluate import render
 from diag.engine.rules import Rule, load_rules
 from diag.store.run import Run
 
-# Below this a label is not worth naming; the best label still wins if some evidence exists.
-PRIMARY_MIN = 0.15
+# The best label is named whenever it has any score: `null` is kept for runs with too little evidence.
+PRIMARY_MIN = 1e-6
 MIN_STEADY_S = 0.5  # a recorded steady state shorter than this says nothing stable (samplers run at 10 Hz)
 MIN_STEADY_CALLS = 5  # steps or requests
 MIN_TRACE_CALLS = 1  # an imported profiler trace: a few steps, measured exactly

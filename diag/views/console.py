@@ -54,7 +54,8 @@ def _verdict(d: Diagnosis) -> Text:
     head = Text("diag verdict: ", style="bold")
     if d.primary:
         head += Text(d.primary, style="bold magenta")
-        head += Text(f"  (score {d.scores.get(d.primary, 0):.2f})", style="dim")
+        score = d.scores.get(d.primary, 0)
+        head += Text(f"  (score {score:.2f}{', weak evidence' if score < 0.4 else ''})", style="dim")
     else:
         head += Text("none", style="bold yellow") + Text("  (too little evidence)", style="dim")
     cmd = " ".join(str(c) for c in run.get("command") or [])
