@@ -125,3 +125,20 @@ def test_imported_kineto_trace_is_all_steady_state():
     assert d.metrics["steady.kernel_mean_us"] is not None
     assert d.scores["cold_start"] == 0.0
     json.loads(dumps(d))
+
+
+def test_fallback_names_a_weak_verdict_rather_than_none(tmp_path):
+    """The thread idles between model calls and nothing says on what: a weak io_bound, not null."""
+    b = RunBuilder(str(tmp_path), gpu=False)
+    F._loop(b, 0.050, 0.2)
+    b.thread_cpu(0.2)
+    d = diagnose(b.write())
+    assert d.primary == "io_bound" and 0 < d.scores["io_bound"] <= 0.25
+    assert d.findings[0].rule == "fallback.outside_wait"
+    assert "weak evidence" in render_text(d)
+
+
+def test_fallback_hidden_when_a_sharper_rule_backs_its_label(tmp_path):
+    d = diagnose(F.cpu_compute(str(tmp_path)))
+    rules = [f.rule for f in d.findings]
+    assert "compute.cpu_model_time" in rules and "fallback.model_time" not in rules

@@ -38,6 +38,7 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
     scores = {label: 0.0 for label in LABELS}
     # A steady-state finding speaks for the part of the run that is not one-time cost.
     steady_weight = 1.0 - min(1.0, max(0.0, metrics.get("coldstart.share") or 0.0))
+    fallbacks: list[Finding] = []
     for rule in rules:
         weight = steady_weight if rule.label and rule.label not in NO_STEADY_NEEDED else 1.0
         f = evaluate_rule(rule, metrics, weight)
@@ -45,9 +46,12 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
             continue
         if lacking and f.label not in NO_STEADY_NEEDED:
             continue  # a steady-state finding on too little steady state is noise
-        findings.append(f)
+        (fallbacks if rule.fallback else findings).append(f)
         if f.label:
             scores[f.label] = max(scores[f.label], f.score)
+    # a fallback only speaks when no sharper rule explained its label
+    backed = {f.label for f in findings}
+    findings += [f for f in fallbacks if f.label not in backed]
 
     best = max(LABELS, key=lambda lb: (scores[lb], -PRIORITY.index(lb)))
     primary: str | None = best if scores[best] >= PRIMARY_MIN else None

@@ -10,6 +10,7 @@ A rule file holds `[[rule]]` tables:
     score = "ramp(steady.copy_share, 0.15, 0.5)"   # optional, in [0, 1]; default 1
     severity = "high"                      # optional: info|low|medium|high; else from the score
     evidence = ["steady.copy_share", "steady.copy_pageable_fraction"]
+    fallback = false                       # optional: true = shown only if no other rule backs the label
 
     [[rule.recommendation]]
     text = "Pin the host buffer ({steady.copy_bytes_per_step:,.0f} B per step) ..."
@@ -44,7 +45,7 @@ else:  # pragma: no cover - Python 3.10
 
 # names a template may use besides metrics
 TEMPLATE_EXTRAS = ("gain", "score")
-RULE_KEYS = {"id", "label", "title", "when", "score", "severity", "evidence", "recommendation"}
+RULE_KEYS = {"id", "label", "title", "when", "score", "severity", "evidence", "recommendation", "fallback"}
 REC_KEYS = {"text", "code", "gain", "expected_gain", "link", "when"}
 
 
@@ -75,6 +76,7 @@ class Rule:
     evidence: list[EvidenceSpec]
     recommendations: list[RecommendationSpec] = field(default_factory=list)
     source: str = ""
+    fallback: bool = False  # shown only when no other rule backs its label
 
 
 def builtin_rule_files() -> list[tuple[str, str]]:
@@ -178,7 +180,10 @@ def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
         recs.append(RecommendationSpec(rec["text"], str(rec.get("code", "")), gain,
                                        str(rec.get("expected_gain", "")),
                                        str(rec.get("link", "")) or f"docs/rules.md#{anchor(r['id'])}", rwhen))
-    return Rule(r["id"], label, r["title"], when, score, severity, evidence, recs, name)
+    fallback = r.get("fallback", False)
+    if not isinstance(fallback, bool) or (fallback and not label):
+        raise fail("fallback must be true or false, and a fallback rule needs a label")
+    return Rule(r["id"], label, r["title"], when, score, severity, evidence, recs, name, fallback)
 
 
 def anchor(rule_id: str) -> str:
