@@ -48,6 +48,13 @@ def test_cells_take_units_from_column_names():
     assert frame_rows(df, ["total_ms", "name"]) == [["1.5 ms", "a"]]
 
 
+def test_frames_get_short_paths():
+    site = "forward (/work/.venv/lib/python3.11/site-packages/torch/nn/modules/linear.py:125)"
+    assert fmt.frame(site) == "forward (torch/nn/modules/linear.py:125)"
+    assert fmt.frame("handle (/srv/app/serve.py:40)", "/srv/app") == "handle (serve.py:40)"
+    assert fmt.frame("<native>") == "<native>"
+
+
 def test_bar_fills_in_eighths():
     assert bar(0.0, 4) == "    "
     assert bar(1.0, 4) == "████"
@@ -64,7 +71,11 @@ def test_chart_bins_keep_the_peak_and_align_to_the_run():
     assert np.isnan(cols[2:9]).all()
     rows = chart_rows(np.array([0.0, 50.0, 100.0, np.nan]), top=100.0, height=2)
     assert rows == ["  █ ", " ██ "]
-    assert chart_rows(np.array([0.1]), top=100.0, height=1) == ["▁"]  # small but non-zero still shows
+    assert chart_rows(np.array([0.1]), top=100.0, height=1) == ["▁"]
+    # 10 samples over 10 s on 25 columns: no holes between samples; a real hole stays empty.
+    t = np.array([0.0, 1, 2, 3, 4, 5, 9.0, 9.5, 9.9])
+    cols = bin_columns(t, np.ones(len(t)), duration_s=10.0, width=25)
+    assert not np.isnan(cols[:13]).any() and np.isnan(cols[14:22]).all()  # small but non-zero still shows
     assert scale_top("%", np.array([20.0, 40.0])) == 100.0
     assert scale_top("GB", np.array([20.0, 40.0])) == 40.0
 

@@ -110,3 +110,19 @@ def cell(column: str, v: Any) -> str:
         f = float(v)
         return f"{f:.1f}%" if name.endswith(("_pct", "pctg")) else f"{f * 100:.1f}%"
     return number(v)
+
+
+def frame(text: str, cwd: str = "") -> str:
+    """A stack frame 'fn (/long/path/site-packages/torch/x.py:12)' with its path shortened:
+    relative to the package root or the run's working directory."""
+    if "(" not in text or not text.endswith(")"):
+        return text
+    fn, _, where = text[:-1].rpartition(" (")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in where:
+            where = where.rsplit(marker, 1)[1]
+            break
+    else:
+        if cwd and where.startswith(cwd.rstrip("/") + "/"):
+            where = where[len(cwd.rstrip("/")) + 1:]
+    return f"{fn} ({where})"

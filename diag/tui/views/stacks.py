@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from diag.analysis.tables import time_breakdown
+from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.views.timeline import collector_note
@@ -74,7 +75,9 @@ class StacksView(View):
             df = df[df["phase"] == self.phase]
         df = df.sort_values("self_s", ascending=False)
         table = self.query_one("#frames", FrameTable)
-        table.set_frame(df.assign(where=df["in_model"].map({True: "model", False: "outside"})),
+        cwd = str(self.source.manifest.get("cwd") or "")
+        table.set_frame(df.assign(where=df["in_model"].map({True: "model", False: "outside"}),
+                                  frame=df["frame"].map(lambda f: fmt.frame(str(f), cwd))),
                         ["frame", "where", "self_s", "share", "phase"])
         if self.filter_text:
             table.apply_filter(self.filter_text)

@@ -31,7 +31,23 @@ def bin_columns(t_s: np.ndarray, values: np.ndarray, duration_s: float, width: i
     keep = np.isfinite(t) & np.isfinite(v)
     idx = np.clip((t[keep] / duration_s * width).astype(int), 0, width - 1)
     np.fmax.at(out, idx, v[keep])
+    if keep.sum() > 1:
+        # Columns narrower than the sampling interval fall between samples: carry the last
+        # value across such gaps, but leave real holes (no samples for a while) empty.
+        spacing = float(np.median(np.diff(np.sort(t[keep]))))
+        _carry(out, max(1, int(np.ceil(spacing / duration_s * width))))
     return out
+
+
+def _carry(columns: np.ndarray, max_gap: int) -> None:
+    """Fill runs of at most `max_gap` NaN columns between two values with the value before them."""
+    last = -1
+    for x in range(len(columns)):
+        if np.isnan(columns[x]):
+            continue
+        if last >= 0 and 1 < x - last <= max_gap + 1:
+            columns[last + 1:x] = columns[last]
+        last = x
 
 
 def chart_rows(columns: np.ndarray, top: float, height: int) -> list[str]:
