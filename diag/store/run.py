@@ -23,12 +23,12 @@ from diag.store.manifest import MANIFEST, read_manifest
 # Columns of every table (docs/run-format.md). Extra columns are kept.
 TABLES: dict[str, list[str]] = {
     "steps": ["ts_ns", "dur_ns", "pid", "tid", "source", "model", "batch", "shapes", "dtype",
-              "device", "gpu_ns", "syncs", "seq", "in_window"],
+              "device", "gpu_ns", "syncs", "seq", "in_window", "weight"],
     "copies": ["ts_ns", "dur_ns", "pid", "tid", "api", "direction", "bytes", "pinned",
-               "non_blocking", "in_step"],
-    "syncs": ["ts_ns", "dur_ns", "pid", "tid", "api", "in_step"],
-    "ranges": ["ts_ns", "dur_ns", "pid", "tid", "name", "kind", "source", "domain", "depth"],
-    "events": ["ts_ns", "dur_ns", "pid", "tid", "kind", "name", "detail"],
+               "non_blocking", "in_step", "weight"],
+    "syncs": ["ts_ns", "dur_ns", "pid", "tid", "api", "in_step", "weight"],
+    "ranges": ["ts_ns", "dur_ns", "pid", "tid", "name", "kind", "source", "domain", "depth", "weight"],
+    "events": ["ts_ns", "dur_ns", "pid", "tid", "kind", "name", "detail", "weight"],
     "host": ["ts_ns", "pid", "ppid", "name", "cpu_pct", "rss_bytes", "read_bytes", "write_bytes",
              "read_chars", "write_chars", "ctx_vol", "ctx_invol", "num_threads", "iowait_s"],
     "threads": ["ts_ns", "pid", "tid", "user_s", "system_s"],
@@ -63,7 +63,10 @@ def _frame(name: str, rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
     for col in TABLES.get(name, []):
         if col not in df.columns:
-            df[col] = pd.Series(dtype="float64") if df.empty else None
+            if df.empty:
+                df[col] = pd.Series(dtype="float64")
+            else:  # rows kept in full weigh 1 (the recorder thins long runs: docs/run-format.md)
+                df[col] = 1 if col == "weight" else None
     if "ts_ns" in df.columns and not df.empty:
         df = df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
     return df
