@@ -11,6 +11,7 @@ import pytest
 from test_tui_support import app_for, canned_diagnosis, sync, tui_runs, wait_loaded  # noqa: F401
 from textual.widgets import Input, OptionList, Static, TabbedContent
 
+from diag.engine.diagnosis import Diagnosis, Finding
 from diag.errors import DiagError
 from diag.store.run import open_run
 from diag.tui import make_app, run_tui
@@ -247,3 +248,27 @@ async def test_run_is_painted_before_the_diagnosis_and_other_views_do_not_wait(t
         source.release.set()
         await wait_loaded(pilot)
         assert str(app.query_one("#verdict", Static).render()).startswith("compute_bound")
+
+
+@sync
+async def test_a_run_with_nothing_recorded_explains_every_view(tui_runs, tmp_path):  # noqa: F811
+    run = shutil.copytree(tui_runs["cpu_preprocess"], tmp_path / "run")
+    for name in ("steps", "ranges", "stacks", "host", "threads", "system", "events"):
+        (run / f"{name}.parquet").unlink()
+    diagnosis = Diagnosis(run={}, primary=None, scores={}, phases=[], metrics={}, findings=[
+        Finding("evidence.too_little", None, "info", "Too little evidence: no steps were recorded")])
+    app = make_app(RunSource(open_run(str(run)), diagnosis))
+    app.animation_level = "none"
+    seen = {}
+    async with app.run_test(size=(80, 24)) as pilot:
+        for i in range(1, len(VIEWS) + 1):
+            await pilot.press(str(i))
+            await wait_loaded(pilot)
+            view = app.current_view()
+            seen[view.TITLE] = [str(s.render()) for s in view.query(".problem, .notice").results(Static)]
+        verdict = str(app.query_one("#verdict", Static).render())
+    assert verdict == "No verdict  —  Too little evidence: no steps were recorded"
+    assert seen["Timeline"][-1] == "Nothing was sampled over time in this run."
+    assert seen["Latency"] == ["No steps or requests were recorded: no model call was seen."]
+    assert seen["Stacks"] == ["No stack samples in this run."]
+    assert seen["Kernels"] == ["No kernel data: the kernels collector was off — no CUDA device"]
