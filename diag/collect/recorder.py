@@ -93,6 +93,7 @@ def active_recorder() -> Recorder | None:
 class ThreadState(threading.local):
     """Per-thread state the hooks share (class attributes are the defaults)."""
 
+    tid = 0          # threading.get_native_id(), cached (it is a system call)
     depth = 0        # >0 while inside an outermost step (module call / ORT run)
     syncs = 0        # synchronizing calls made inside the current step
     range_depth = 0  # open NVTX / diag ranges on this thread
@@ -187,6 +188,15 @@ class Recorder:
         except Exception:  # noqa: BLE001 - never hurt the target: a failing disk loses rows
             pass
 
+    def tid(self) -> int:
+        """This thread's native id, cached per thread."""
+        state = self.state
+        return state.tid or self._new_tid()
+
+    def _new_tid(self) -> int:
+        self.state.tid = threading.get_native_id()
+        return self.state.tid
+
     def next_seq(self) -> int:
         return next(self.seq_counter)
 
@@ -195,7 +205,7 @@ class Recorder:
         """Write an `events` row; `detail` becomes its JSON `detail` column."""
         self.write("events", {
             "ts_ns": time.time_ns() if ts_ns is None else ts_ns, "dur_ns": dur_ns,
-            "tid": threading.get_native_id() if tid is None else tid, "kind": kind, "name": name,
+            "tid": self.tid() if tid is None else tid, "kind": kind, "name": name,
             "detail": json.dumps(detail, default=str), "weight": weight,
         })
 
@@ -210,7 +220,7 @@ class Recorder:
         if not w:
             return
         self.write("ranges", {
-            "ts_ns": ts_ns, "dur_ns": dur_ns, "tid": threading.get_native_id() if tid is None else tid,
+            "ts_ns": ts_ns, "dur_ns": dur_ns, "tid": self.tid() if tid is None else tid,
             "name": name, "kind": "request" if name == "request" else "stage", "source": source,
             "domain": domain or "", "depth": depth, "weight": w,
         })
@@ -240,7 +250,7 @@ class Recorder:
             self._gc_start = time.perf_counter_ns()
         elif self._gc_start:
             self._gc_pending.append((self._gc_start_wall, time.perf_counter_ns() - self._gc_start,
-                                     threading.get_native_id(), info.get("generation", -1),
+                                     self.state.tid or self._new_tid(), info.get("generation", -1),
                                      info.get("collected", 0)))
             self._gc_start = 0
 
@@ -321,6 +331,7 @@ class Recorder:
         self._pending = {t: collections.deque() for t in TABLES}
         self._seen = {}
         self._gc_pending = []
+        self.state.tid = 0  # the forking thread lives on in the child under a new id
         self.pid = os.getpid()
         self.meta(python=sys.version.split()[0], forked_from=os.getppid())
         self._start_thread()

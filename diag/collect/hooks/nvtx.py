@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 _time_ns = time.time_ns
-_tid = threading.get_native_id
 
 
 class _RangeId(tuple):

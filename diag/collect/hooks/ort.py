@@ -16,7 +16,6 @@ Installed by diag.collect.hooks right after the target imports onnxruntime.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -174,7 +173,7 @@ class OrtHooks:
         first = shapes[0] if shapes else None
         batch = first[0] if first and isinstance(first[0], int) else -1
         # recorder.STEP_COLUMNS order
-        return [0, 0, threading.get_native_id(), "ort", getattr(sess, "_diag_model", "") or "", batch,
+        return [0, 0, self.rec.tid(), "ort", getattr(sess, "_diag_model", "") or "", batch,
                 str(shapes).replace(" ", ""), dtype, getattr(sess, "_diag_device", "") or "", -1, 0, seq,
                 bool(self.rec.in_window), weight]
 

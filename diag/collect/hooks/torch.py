@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import functools
 import os
 import threading
 import time
@@ -44,7 +45,6 @@ from typing import Any
 
 _time_ns = time.time_ns
 _perf_ns = time.perf_counter_ns
-_tid = threading.get_native_id
 _MAX_SHAPES = 8
 _MAX_PENDING = 256  # CUDA event pairs waiting to complete
 
@@ -176,32 +176,34 @@ class TorchHooks:
             # Nested calls skip one frame: this is what _wrapped_call_impl does
             # (torch 2.1+), so a nested call costs about one thread-local read.
             def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+                call = self._compiled_call_impl
+                if call is None:
+                    call = self._call_impl
                 if state.depth:
-                    if self._compiled_call_impl is not None:
-                        return self._compiled_call_impl(*args, **kwargs)
-                    return self._call_impl(*args, **kwargs)
-                return step(orig_call, self, args, kwargs)
+                    return call(*args, **kwargs)
+                return step(call, self, args, kwargs)
         else:
             def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
                 if state.depth:
                     return orig_call(self, *args, **kwargs)
-                return step(orig_call, self, args, kwargs)
+                return step(functools.partial(orig_call, self), self, args, kwargs)
 
         __call__.__wrapped__ = orig_call  # type: ignore[attr-defined]
         __call__.__qualname__ = "Module.__call__"
         Module.__call__ = __call__
 
-    def _step(self, orig_call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
+    def _step(self, call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
+        """One outermost module call; `call` is the module's own call (bound)."""
         rec, state = self.rec, self.state
         if self.tracing is not None and self.tracing() is not None:
-            return orig_call(mod, *args, **kwargs)  # torch.jit.trace running the model: not inference
+            return call(*args, **kwargs)  # torch.jit.trace running the model: not inference
         seq = next(rec.seq_counter)
         weight = rec.weight("steps")
         state.syncs = 0
         if not weight:  # sampled out: no bookkeeping beyond the count
             state.depth = 1
             try:
-                return orig_call(mod, *args, **kwargs)
+                return call(*args, **kwargs)
             finally:
                 state.depth = 0
                 if rec.on_step_end:
@@ -219,7 +221,7 @@ class TorchHooks:
         ts = _time_ns()
         t0 = _perf_ns()
         try:
-            return orig_call(mod, *args, **kwargs)
+            return call(*args, **kwargs)
         finally:
             dur = _perf_ns() - t0
             state.depth = 0
@@ -249,7 +251,7 @@ class TorchHooks:
             model = type(mod._modules.get("_orig_mod", mod)).__name__
         # A list in recorder.STEP_COLUMNS order; shapes stay torch.Size objects, the
         # flusher thread turns them into text.
-        return [0, 0, _tid(), "torch", model, batch, [t.shape for t in tensors], dtype, device, -1, 0, seq,
+        return [0, 0, self.state.tid or self.rec.tid(), "torch", model, batch, [t.shape for t in tensors], dtype, device, -1, 0, seq,
                 bool(self.rec.in_window), weight]
 
     def _step_done(self, row: list[Any] | None, events: Any, ts: int, dur: int, seq: int,
@@ -331,7 +333,7 @@ class TorchHooks:
             state.syncs += 1
         w = self.rec.weight("syncs")
         if w:
-            self.rec.write("syncs", {"ts_ns": ts, "dur_ns": dur, "tid": _tid(), "api": api,
+            self.rec.write("syncs", {"ts_ns": ts, "dur_ns": dur, "tid": self.rec.tid(), "api": api,
                                      "in_step": in_step, "weight": w})
 
     def _copy(self, api: str, src: Any, dst: Any, non_blocking: bool, ts: int, dur: int) -> None:
@@ -348,7 +350,7 @@ class TorchHooks:
         w = self.rec.weight("copies")
         if w:
             self.rec.write("copies", {
-                "ts_ns": ts, "dur_ns": dur, "tid": _tid(), "api": api, "direction": direction,
+                "ts_ns": ts, "dur_ns": dur, "tid": self.rec.tid(), "api": api, "direction": direction,
                 "bytes": _nbytes(dst), "pinned": pinned, "non_blocking": bool(non_blocking),
                 "in_step": self.state.depth > 0, "weight": w})
         if direction == "d2h" and not non_blocking:
@@ -480,7 +482,7 @@ class TorchHooks:
 
         def range_start(msg: Any) -> Any:
             rid = orig_start(msg)
-            started[rid] = (str(msg), _time_ns(), _tid())
+            started[rid] = (str(msg), _time_ns(), rec.tid())
             return rid
 
         def range_end(range_id: Any) -> Any:
