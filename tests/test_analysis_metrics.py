@@ -228,3 +228,36 @@ def test_stack_thread_found_when_pyspy_ids_are_not_native(tmp_path):
     m = compute_metrics(b.write())
     assert m["steady.io_wait_share"] == pytest.approx(0.7, abs=0.05)
     assert m["steady.helper_threads_busy"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_sampled_tables_are_weighted(tmp_path):
+    """After table_rows rows the recorder keeps 1 step in 4 with weight 4: shares and counts must not shrink."""
+    full = compute_metrics(F.gpu_cpu_bound(str(tmp_path / "full")))
+    b = RunBuilder(str(tmp_path / "sampled"), gpu=True)
+    F._loop(b, 0.010, 0.2)
+    b.thread_cpu(0.97)
+    b.gpu_samples(18, from_s=F.STARTUP_S)
+    kept = []
+    for i, row in enumerate(b.rows["steps"]):
+        if i < 500:
+            kept.append({**row, "weight": 1})
+        elif i % 4 == 0:
+            kept.append({**row, "weight": 4})
+    b.rows["steps"] = kept
+    m = compute_metrics(b.write())
+    for name in ("steady.inside_model_share", "steady.steps_per_s", "steady.samples_per_s",
+                 "steady.outside_busy_share"):
+        assert m[name] == pytest.approx(full[name], rel=0.03), name
+    assert m["steady.step_p50_ms"] == pytest.approx(full["steady.step_p50_ms"])
+
+
+def test_queue_wait_ignores_requests_whose_step_may_have_been_dropped():
+    ms = 1_000_000
+    # worker steps every 10 ms; only 1 in 2 kept (weight 2) after the first four
+    ts = [i * 10 * ms for i in range(10)]
+    steps = pd.DataFrame({"ts_ns": ts, "dur_ns": 9 * ms, "pid": 1, "tid": 9, "weight": [1] * 4 + [2] * 6})
+    steps = steps[(steps.index < 4) | (steps.index % 2 == 0)]
+    req = pd.DataFrame({"ts_ns": [5 * ms, 65 * ms], "dur_ns": [25 * ms, 25 * ms], "pid": 1, "tid": [1, 1]})
+    wait = queue_wait_ns(req, steps)
+    assert wait[0] / ms == pytest.approx(15)  # served by the step at 20 ms, in the dense part
+    assert np.isnan(wait[1])  # its step (at 70 ms) was dropped: unknown, not 'waited 15 ms more'

@@ -34,3 +34,25 @@ def complete(run: Run, name: str) -> pd.DataFrame:
     if "dur_ns" in df.columns:
         df["dur_ns"] = df["dur_ns"].astype(np.int64)
     return df
+
+
+def weights(df: pd.DataFrame) -> np.ndarray:
+    """How many real rows each row stands for (the recorder keeps 1 in k rows of long tables)."""
+    if "weight" not in df.columns:
+        return np.ones(len(df))
+    w = pd.to_numeric(df["weight"], errors="coerce").to_numpy(dtype=float)
+    return np.where(np.isnan(w) | (w < 1), 1.0, w)
+
+
+def weighted_percentile(values: np.ndarray, w: np.ndarray, q: float) -> float | None:
+    """The q-th percentile of values, each counted w times (NaN values ignored)."""
+    ok = ~np.isnan(values)
+    values, w = values[ok], w[ok]
+    if not len(values):
+        return None
+    if np.all(w == w[0]):
+        return float(np.percentile(values, q))
+    order = np.argsort(values, kind="stable")
+    v, cw = values[order], np.cumsum(w[order])
+    i = int(np.searchsorted(cw, q / 100.0 * cw[-1], side="left"))
+    return float(v[min(i, len(v) - 1)])

@@ -10,10 +10,8 @@ import pandas as pd
 
 from diag.analysis.columns import _bool, complete
 from diag.analysis.phases import Phases, Span
+from diag.analysis.stacks import model_frames
 from diag.store.run import Run
-
-# frames that only the thread running a model call has on its stack
-_MODEL_FRAME = r"(?:_call_impl|_wrapped_call_impl) \([^;]*torch/nn/modules/module\.py|run \([^;]*onnxruntime/"
 
 
 @dataclass
@@ -75,7 +73,7 @@ class Context:
         """Steps that start in the window; optionally only the stepping thread's, or no profiled ones."""
         df = self.window("steps")
         if df.empty:
-            return df if cols is None else df[cols]
+            return df if cols is None else df[[c for c in cols if c in df.columns]]
         mask = np.ones(len(df), dtype=bool)
         if main_only and self.main is not None:
             mask &= self.thread_mask(df, *self.main)
@@ -84,7 +82,7 @@ class Context:
             if unprofiled[mask].any():  # an imported trace is all profiled steps: keep them then
                 mask &= unprofiled
         if cols is not None:
-            df = df[cols]
+            df = df[[c for c in cols if c in df.columns]]  # optional columns (weight) may be absent
         return df if mask.all() else df[mask]
 
     @staticmethod
@@ -97,6 +95,7 @@ class Context:
 
     def thread_rows(self, df: pd.DataFrame, pid: int, tid: int | None, cols: list[str]) -> pd.DataFrame:
         """The given columns of the rows of one thread (or process): copies only what is asked."""
+        cols = [c for c in cols if c in df.columns]  # optional columns (weight) may be absent
         if df.empty:
             return df[cols]
         return df[cols][self.thread_mask(df, pid, tid)]
@@ -128,7 +127,7 @@ class Context:
         tids = mine["tid"].unique()
         if tid in set(tids.tolist()) or len(tids) == 0:
             return tid
-        model = mine["stack"].astype(str).str.contains(_MODEL_FRAME, regex=True, na=False).to_numpy(dtype=bool)
+        model = model_frames(mine["stack"]).to_numpy()
         dur = np.nan_to_num(pd.to_numeric(mine["dur_ns"], errors="coerce").to_numpy(dtype=float), nan=0.0)
         by_tid = pd.Series(np.where(model, dur, 0.0)).groupby(mine["tid"].to_numpy()).sum()
         if by_tid.max() <= 0:

@@ -7,7 +7,8 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.context import Context, complete, num, pct
+from diag.analysis.columns import weighted_percentile, weights
+from diag.analysis.context import Context, complete, num
 
 QUANTILES = (50, 90, 95, 99)
 
@@ -46,19 +47,22 @@ def compute(ctx: Context) -> dict[str, float | None]:
         return out
     all_steps = ctx.steps()
     if not all_steps.empty:
-        steps = ctx.steps(profiled=False, cols=["dur_ns"])
-        out["steady.steps"] = float(len(all_steps))
-        out["steady.steps_per_s"] = len(all_steps) / T
+        w_all = weights(all_steps)
+        steps = ctx.steps(profiled=False, cols=["dur_ns", "weight"])
+        w = weights(steps)
+        out["steady.steps"] = float(w_all.sum())
+        out["steady.steps_per_s"] = float(w_all.sum()) / T
         ms = num(steps["dur_ns"]) / 1e6
         for q in QUANTILES:
-            out[f"steady.step_p{q}_ms"] = pct(ms, q)
-        out["steady.step_mean_ms"] = float(np.nanmean(ms)) if len(ms) else None
+            out[f"steady.step_p{q}_ms"] = weighted_percentile(ms, w, q)
+        ok = ~np.isnan(ms)
+        out["steady.step_mean_ms"] = float(np.average(ms[ok], weights=w[ok])) if ok.any() else None
         batch = num(all_steps["batch"])
-        known = batch[batch > 0]
-        if len(known):
-            out["steady.batch_p50"] = float(np.median(known))
-            out["steady.batch_max"] = float(known.max())
-            out["steady.samples_per_s"] = float(known.sum()) / T
+        known = batch > 0
+        if known.any():
+            out["steady.batch_p50"] = weighted_percentile(batch[known], w_all[known], 50)
+            out["steady.batch_max"] = float(batch[known].max())
+            out["steady.samples_per_s"] = float((batch[known] * w_all[known]).sum()) / T
         shapes = all_steps["shapes"].value_counts(dropna=True)
         if len(shapes):
             out["steady.distinct_shapes"] = float(len(shapes))
@@ -76,25 +80,30 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     if req.empty:
         return
     T = ctx.seconds
+    rw = weights(req)
     dur_ms = num(req["dur_ns"]) / 1e6
-    out["steady.requests"] = float(len(req))
-    out["steady.requests_per_s"] = len(req) / T
-    out["steady.request_concurrency"] = float(np.nansum(dur_ms)) / 1e3 / T
+    out["steady.requests"] = float(rw.sum())
+    out["steady.requests_per_s"] = float(rw.sum()) / T
+    out["steady.request_concurrency"] = float(np.nansum(dur_ms * rw)) / 1e3 / T
     for q in QUANTILES:
-        out[f"steady.request_p{q}_ms"] = pct(dur_ms, q)
-    wait = queue_wait_ns(req, complete(ctx.run, "steps"))
+        out[f"steady.request_p{q}_ms"] = weighted_percentile(dur_ms, rw, q)
+    steps = complete(ctx.run, "steps")
+    wait = queue_wait_ns(req, steps)
     ok = ~np.isnan(wait)
     if ok.sum() == 0:
         return
     total = num(req["dur_ns"])[ok]
+    rw = rw[ok]
     w = np.clip(wait[ok], 0, total)
     service = total - w
-    out["steady.queue_wait_p50_ms"] = float(np.median(w)) / 1e6
-    out["steady.queue_wait_p90_ms"] = float(np.percentile(w, 90)) / 1e6
-    out["steady.service_p50_ms"] = float(np.median(service)) / 1e6
-    out["steady.queue_wait_share"] = float(w.sum() / total.sum()) if total.sum() > 0 else None
-    out["steady.queue_wait_ratio"] = float(w.mean() / service.mean()) if service.mean() > 0 else None
-    out["steady.queue_behind_model_share"] = _behind_model(req[ok], w, complete(ctx.run, "steps"))
+    out["steady.queue_wait_p50_ms"] = weighted_percentile(w, rw, 50) / 1e6
+    out["steady.queue_wait_p90_ms"] = weighted_percentile(w, rw, 90) / 1e6
+    out["steady.service_p50_ms"] = weighted_percentile(service, rw, 50) / 1e6
+    tw, ts_ = float((w * rw).sum()), float((total * rw).sum())
+    out["steady.queue_wait_share"] = tw / ts_ if ts_ > 0 else None
+    sv = float((service * rw).sum())
+    out["steady.queue_wait_ratio"] = tw / sv if sv > 0 else None
+    out["steady.queue_behind_model_share"] = _behind_model(req[ok], w, steps)
 
 
 def _behind_model(req: pd.DataFrame, wait: np.ndarray, steps: pd.DataFrame) -> float | None:
@@ -142,10 +151,13 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
         # last step (by end) ending before the request completes
         order = np.argsort(en, kind="stable")
         en_sorted, st_by_end = en[order], st[order]
+        dense = (weights(g) == 1)[order]  # 1-in-k kept rows: the serving step may be missing
         j = np.searchsorted(en_sorted, r_end[sel] + slack, side="right") - 1
         last_ok = (j >= 0)
-        last_start = np.where(last_ok, st_by_end[np.clip(j, 0, None)], -1)
+        jj = np.clip(j, 0, None)
+        last_start = np.where(last_ok, st_by_end[jj], -1)
         last_ok &= last_start >= r_ts[sel]
+        last_ok &= dense[jj] & dense[np.clip(jj + 1, 0, len(dense) - 1)]
         out[sel[last_ok]] = (last_start[last_ok] - r_ts[sel][last_ok]).astype(float)
         # a thread serving its requests one at a time: the first step on it inside the request
         for tid, tg in g.groupby("tid"):
@@ -153,10 +165,12 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
             if not len(tsel) or _concurrent(r_ts[tsel], r_end[tsel]):
                 continue
             tst = tg["ts_ns"].to_numpy(dtype=np.int64)
+            tdense = weights(tg) == 1
             k = np.searchsorted(tst, r_ts[tsel], side="left")
             ok = k < len(tst)
-            first = np.where(ok, tst[np.clip(k, 0, len(tst) - 1)], -1)
-            ok &= first < r_end[tsel]
+            kk = np.clip(k, 0, len(tst) - 1)
+            first = np.where(ok, tst[kk], -1)
+            ok &= (first < r_end[tsel]) & tdense[kk] & tdense[np.clip(kk - 1, 0, None)]
             out[tsel[ok]] = (first[ok] - r_ts[tsel][ok]).astype(float)
     return out
 

@@ -40,6 +40,8 @@ def compute(ctx: Context) -> dict[str, float | None]:
             detail = json.loads(raw) if isinstance(raw, str) else (raw or {})
         except ValueError:
             continue
+        if not isinstance(detail, dict):
+            continue
         asked = _providers(detail, "requested", "asked", "providers_requested")
         got = _providers(detail, "got", "providers", "active", "used")
         if any(p in ACCELERATED for p in asked) and not any(p in ACCELERATED for p in got):

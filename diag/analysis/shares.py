@@ -7,14 +7,15 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.columns import _bool, complete
+from diag.analysis.columns import _bool, complete, weights
 from diag.analysis.context import Context, num, ratio
-from diag.analysis.stacks import io_frames
+from diag.analysis.stacks import io_frames, model_frames
 
 # A copy's wall time can include waiting for queued GPU work (a blocking copy
 # waits for the stream). No real host<->device link moves less than this, so
 # time beyond bytes / this rate is counted as waiting, not copying.
 SLOWEST_LINK_BPS = 3e9
+_W = ["weight"]  # every interval table carries it (docs/run-format.md; 1 when rows are kept in full)
 
 METRICS = [
     Metric("steady.inside_model_share", "ratio", "Share of steady time the stepping thread spends inside model calls (steps)."),
@@ -45,25 +46,26 @@ def compute(ctx: Context) -> dict[str, float | None]:
         return out
     pid, tid = ctx.main
     t0, t1 = ctx.t0, ctx.t1
-    mine = ctx.thread_rows(ctx.window("steps", by_end=True), pid, tid, ["ts_ns", "dur_ns"])
+    mine = ctx.thread_rows(ctx.window("steps", by_end=True), pid, tid, ["ts_ns", "dur_ns"] + _W)
     s_ts = mine["ts_ns"].to_numpy(dtype=np.int64)
     s_end = s_ts + mine["dur_ns"].to_numpy(dtype=np.int64)
-    inside_ns = intervals.clipped_total(s_ts, s_end, t0, t1)
-    inside = inside_ns / 1e9 / T
+    # one thread's outermost calls never overlap: the share is a (weighted) sum
+    clipped = (np.minimum(s_end, t1) - np.maximum(s_ts, t0)).clip(0)
+    inside = min(1.0, float((clipped * weights(mine)).sum()) / 1e9 / T)
     out["steady.inside_model_share"] = inside
     out["steady.outside_model_share"] = max(0.0, 1.0 - inside)
-    mine_steady = ctx.steps(main_only=True, cols=["ts_ns", "dur_ns", "syncs", "in_window"])
-    n_steps = max(1, len(mine_steady))
+    mine_steady = ctx.steps(main_only=True, cols=["ts_ns", "dur_ns", "syncs", "in_window"] + _W)
+    n_steps = max(1.0, float(weights(mine_steady).sum()))
 
     # copies: wall time capped at what the slowest link would need for the bytes
     copies = ctx.thread_rows(ctx.window("copies", by_end=True), pid, tid,
-                             ["ts_ns", "dur_ns", "bytes", "pinned", "in_step"])
+                             ["ts_ns", "dur_ns", "bytes", "pinned", "in_step"] + _W)
     copy_out_ns = 0.0
     if not copies.empty:
-        dur = num(copies["dur_ns"])
-        nbytes = np.nan_to_num(num(copies["bytes"]), nan=0.0)
+        cw = weights(copies)
+        dur = np.nan_to_num(num(copies["dur_ns"]), nan=0.0) * cw
+        nbytes = np.nan_to_num(num(copies["bytes"]), nan=0.0) * cw
         cost = np.minimum(dur, nbytes / SLOWEST_LINK_BPS * 1e9)
-        cost = np.nan_to_num(cost, nan=0.0)
         pageable = ~_bool(copies["pinned"])
         total = float(cost.sum())
         out["steady.copy_share"] = total / 1e9 / T
@@ -72,21 +74,22 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.copy_bps"] = float(nbytes.sum()) / T
         outside = ~_bool(copies["in_step"])
         # the thread is held for the copy's whole wall time (transfer or waiting for the GPU)
-        copy_out_ns = float(np.nan_to_num(dur, nan=0.0)[outside].sum())
+        copy_out_ns = float(dur[outside].sum())
     elif ctx.device == "cuda" and ctx.hooks_ok:  # hooks watched and saw no copy
         out["steady.copy_share"] = 0.0
         out["steady.copy_bytes_per_step"] = 0.0
 
-    syncs = ctx.thread_rows(ctx.window("syncs", by_end=True), pid, tid, ["ts_ns", "dur_ns", "in_step"])
-    in_step_syncs = float(np.clip(np.nan_to_num(num(mine_steady["syncs"]), nan=0.0), 0, None).sum()) \
-        if not mine_steady.empty else 0.0  # -1 (unknown) counts as none
+    syncs = ctx.thread_rows(ctx.window("syncs", by_end=True), pid, tid, ["ts_ns", "dur_ns", "in_step"] + _W)
+    in_step_syncs = float((np.clip(np.nan_to_num(num(mine_steady["syncs"]), nan=0.0), 0, None)
+                           * weights(mine_steady)).sum()) if not mine_steady.empty else 0.0  # -1: unknown
     sync_out_ns = 0.0
     if not syncs.empty:
-        sdur = np.nan_to_num(num(syncs["dur_ns"]), nan=0.0)
+        sw = weights(syncs)
+        sdur = np.nan_to_num(num(syncs["dur_ns"]), nan=0.0) * sw
         out["steady.sync_share"] = float(sdur.sum()) / 1e9 / T
         outside = ~_bool(syncs["in_step"])
         sync_out_ns = float(sdur[outside].sum())
-        n_out = int(outside.sum())
+        n_out = float(sw[outside].sum())
     else:
         out["steady.sync_share"] = 0.0 if ctx.device == "cuda" and ctx.hooks_ok else None
         n_out = 0
@@ -170,6 +173,7 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
                               (syncs["ts_ns"] + syncs["dur_ns"]).to_numpy(dtype=np.int64)])
     mid = ts + (end - ts) // 2  # a sample interval belongs where its middle lies
     outside = ~intervals.inside(mid, s_ts, s_end) & ~intervals.inside(mid, waits_s, waits_e)
+    outside &= ~model_frames(st["stack"]).to_numpy()  # a step whose row was sampled away
     req = ctx.requests()
     in_req = np.ones(len(ts), dtype=bool)
     if not req.empty:
@@ -195,7 +199,9 @@ def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None
         return
     g_ts = gc["ts_ns"].to_numpy(dtype=np.int64)
     g_end = g_ts + np.nan_to_num(num(gc["dur_ns"]), nan=0.0).astype(np.int64)
-    out["steady.gc_share"] = intervals.clipped_total(g_ts, g_end, ctx.t0, ctx.t1) / 1e9 / ctx.seconds
+    gw = weights(gc)
+    clipped = (np.minimum(g_end, ctx.t1) - np.maximum(g_ts, ctx.t0)).clip(0)
+    out["steady.gc_share"] = min(1.0, float((clipped * gw).sum()) / 1e9 / ctx.seconds)
     out["steady.gc_pause_max_ms"] = float((g_end - g_ts).max()) / 1e6
     steps = steps[~_bool(steps["in_window"])] if not steps.empty else steps
     if len(steps) >= 20:
@@ -204,4 +210,5 @@ def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None
         slow = steps[dur > cut]  # strictly slower: ties at the bulk's latency are not the tail
         hit = intervals.overlaps(slow["ts_ns"].to_numpy(dtype=np.int64),
                                  (slow["ts_ns"] + slow["dur_ns"]).to_numpy(dtype=np.int64), g_ts, g_end)
-        out["steady.gc_tail_overlap"] = float(hit.mean()) if len(hit) else 0.0
+        # with 1 in k pauses kept, about k times more slow steps met one
+        out["steady.gc_tail_overlap"] = min(1.0, float(hit.mean()) * float(gw.mean())) if len(hit) else 0.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -20,9 +21,22 @@ IO_FRAME = re.compile(
 )
 
 
-def io_frames(stacks: pd.Series) -> pd.Series:
-    """Whether each stack's innermost frame waits on a file or socket read."""
+# Frames only a thread inside a model call has on its stack: a torch Module call or an ORT run.
+MODEL_FRAME = re.compile(r"(?:_call_impl|_wrapped_call_impl) \([^;]*torch/nn/modules/module\.py|run \([^;]*onnxruntime/")
+
+
+def _judge(stacks: pd.Series, test: Callable[[str], bool]) -> pd.Series:
     # stacks repeat: judge each distinct one once
     codes, uniques = pd.factorize(stacks)
-    verdict = np.array([isinstance(s, str) and bool(IO_FRAME.match(s.rpartition(";")[2])) for s in uniques] + [False])
+    verdict = np.array([isinstance(s, str) and test(s) for s in uniques] + [False], dtype=bool)
     return pd.Series(verdict[codes], index=stacks.index)  # code -1 (null) picks the trailing False
+
+
+def io_frames(stacks: pd.Series) -> pd.Series:
+    """Whether each stack's innermost frame waits on a file or socket read."""
+    return _judge(stacks, lambda s: bool(IO_FRAME.match(s.rpartition(";")[2])))
+
+
+def model_frames(stacks: pd.Series) -> pd.Series:
+    """Whether each stack is inside a model call (even where the step row itself was not kept)."""
+    return _judge(stacks, lambda s: bool(MODEL_FRAME.search(s)))
