@@ -99,6 +99,19 @@ class ProcessTree:
         return self.members
 
 
+def _run_delay_s(pid: int, tid: int) -> float | None:
+    """Cumulative seconds the thread waited for a CPU while runnable (Linux schedstat).
+
+    This tells a thread starved of CPU by other load apart from one blocked on
+    I/O: both use little CPU, only the first waits on the run queue.
+    """
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _get(fn: Callable[[], Any]) -> Any:
     """One psutil reading; None where the OS refuses it (AccessDenied, unsupported)."""
     try:
@@ -219,7 +232,8 @@ class HostSampler:
             if self._last_thread.get(key) != cpu:
                 self._last_thread[key] = cpu
                 self._writers["threads"].write({"ts_ns": ts, "pid": pid, "tid": t.id,
-                                                "user_s": t.user_time, "system_s": t.system_time})
+                                                "user_s": t.user_time, "system_s": t.system_time,
+                                                "run_delay_s": _run_delay_s(pid, t.id)})
 
     def _process_row(self, p: psutil.Process, pid: int, ts: int) -> dict[str, Any]:
         now = time.time()

@@ -31,7 +31,7 @@ TABLES: dict[str, list[str]] = {
     "events": ["ts_ns", "dur_ns", "pid", "tid", "kind", "name", "detail", "weight"],
     "host": ["ts_ns", "pid", "ppid", "name", "cpu_pct", "rss_bytes", "read_bytes", "write_bytes",
              "read_chars", "write_chars", "ctx_vol", "ctx_invol", "num_threads", "iowait_s"],
-    "threads": ["ts_ns", "pid", "tid", "user_s", "system_s"],
+    "threads": ["ts_ns", "pid", "tid", "user_s", "system_s", "run_delay_s"],
     "system": ["ts_ns", "cpu_pct", "iowait_pct", "mem_used_bytes", "mem_total_bytes"],
     "gpu": ["ts_ns", "gpu", "util_gpu", "util_mem", "mem_used_bytes", "mem_total_bytes",
             "sm_clock_mhz", "mem_clock_mhz", "sm_clock_max_mhz", "power_w", "power_limit_w",
