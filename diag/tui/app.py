@@ -45,7 +45,7 @@ class DiagApp(App[int]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("slash", "filter", "Filter", key_display="/"),
-        Binding("tab", "switch(1)", "Next view", priority=True, show=False),
+        Binding("tab", "switch(1)", "Next view", priority=True),
         Binding("shift+tab", "switch(-1)", "Prev view", priority=True, show=False),
         Binding("escape", "close_filter", "Close filter", show=False),
         *[Binding(str(i), f"show_view({i})", view.TITLE, show=False) for i, view in enumerate(VIEWS, 1)],
