@@ -94,6 +94,8 @@ CASES = [
     ("gc.pauses_in_tail", dict(CPU, steady__gc_tail_overlap=0.9, steady__step_p99_ms=40, steady__step_p50_ms=10,
                                steady__step_p90_ms=11, steady__gc_pause_max_ms=30),
      {"steady__gc_tail_overlap": 0.0}, "gc.freeze()"),
+    ("device.gpu_unused", dict(CPU, run__gpu_available=1.0, steady__inside_model_share=0.9, ort__provider_fallback=0),
+     {"run__gpu_available": 0.0}, '.to(device)'),
     ("gc.pause_share", dict(CPU, steady__gc_share=0.15, steady__gc_pause_max_ms=50),
      {"steady__gc_share": 0.001}, "gc.freeze()"),
 ]

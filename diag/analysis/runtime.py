@@ -12,6 +12,7 @@ ACCELERATED = ("CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecut
 
 METRICS = [
     Metric("run.gpu", "flag", "1 when the steps ran on a GPU (or GPU samples exist without steps), else 0."),
+    Metric("run.gpu_available", "flag", "1 when the host has a GPU (run.json or GPU samples), whether or not the steps used it."),
     Metric("ort.provider_fallback", "count", "ONNX Runtime sessions that asked for a GPU provider and did not get it."),
     Metric("ort.sessions", "count", "ONNX Runtime sessions created."),
 ]
@@ -28,6 +29,8 @@ def _providers(detail: dict[str, Any], *keys: str) -> list[str]:
 
 def compute(ctx: Context) -> dict[str, float | None]:
     out: dict[str, float | None] = {"run.gpu": 1.0 if ctx.device == "cuda" else 0.0}
+    count = (ctx.run.manifest.get("gpu") or {}).get("count") or 0
+    out["run.gpu_available"] = 1.0 if count > 0 or not ctx.run.table("gpu").empty else 0.0
     ev = ctx.run.table("events")
     if ev.empty:
         return out
