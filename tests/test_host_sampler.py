@@ -106,7 +106,8 @@ def test_whole_tree(tmp_path):
 
     # per-thread rows: the root's spinning thread is there with its CPU seconds
     threads = _rows(tmp_path, "threads")
-    assert all(set(r) == {"ts_ns", "pid", "tid", "user_s", "system_s"} for r in threads)
+    assert all(set(r) == {"ts_ns", "pid", "tid", "user_s", "system_s", "run_delay_s"} for r in threads)
+    assert all(r["run_delay_s"] is None or r["run_delay_s"] >= 0 for r in threads)
     cpu_by_tid: dict[int, float] = {}
     for r in threads:
         if r["pid"] == root.pid:
