@@ -31,10 +31,17 @@ stands for (1 for rows kept in full), so counts and sums stay estimable with
 `seq` counts every step, so kept steps show the gaps.
 
 The meta table (`raw/meta.<pid>.jsonl`): each row is `ts_ns`, `pid` plus the
-keys learned at that moment (`python`, `executable`, `argv` at start; `torch`,
-`cuda_runtime` (torch.version.cuda: the CUDA runtime torch was built with),
-`cuda_available` when torch is imported; `onnxruntime`, `ort_device` for
-onnxruntime). Merge a process's rows in order; later keys win.
+keys learned at that moment (`python`, `executable`, `argv`, `diag_options` at
+start; `forked_from` in a forked child; `torch`, `cuda_runtime`
+(torch.version.cuda: the CUDA runtime torch was built with), `hip` when torch
+is imported; `onnxruntime`, `ort_device` when onnxruntime is). Merge a
+process's rows in order; later keys win.
+
+Writing: `write(table, row_dict)` queues a row (the flusher thread turns rows
+into JSON every `flush_s`, at exit, on SIGTERM, and inline past 20 000 queued
+rows); `step(values)` queues a steps row as a list in STEP_COLUMNS order (the
+hot path); `weight(table)` says whether to keep the next row (see above).
+A SIGKILL loses at most the last `flush_s` of rows; the rest stays readable.
 
 Contract for the kernel windows (diag/collect/kernel_windows.py):
   - `recorder.on_step_end`: list of callables; each is called as `cb(seq)` on
