@@ -2,13 +2,15 @@
 
 Holds no tests itself. To add a fixture run (e.g. the recorded H200 run), put
 its directory under tests/data/ and add its name to RECORDED: the snapshot
-tests pick it up and diagnose it with diag.engine.diagnose.
+tests pick it up. Keep `diag analyze RUN --json > RUN/tui_diagnosis.json` beside
+it so its snapshots show a fixed diagnosis; without it the engine diagnoses it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -82,10 +84,22 @@ def tui_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return runs
 
 
+def fixture_diagnosis(runs: dict[str, str], name: str) -> Diagnosis | None:
+    """The fixed Diagnosis for a fixture: canned for synthetic runs; for a recorded run its
+    `tui_diagnosis.json` (a `diag analyze RUN --json` output) if kept, else None (the engine runs)."""
+    if name in SYNTHETIC:
+        return canned_diagnosis(name)
+    saved = os.path.join(runs[name], "tui_diagnosis.json")
+    if os.path.exists(saved):
+        with open(saved) as f:
+            return Diagnosis.from_json(json.load(f))
+    return None
+
+
 def app_for(runs: dict[str, str], name: str) -> DiagApp:
-    """The app on fixture `name`: canned diagnosis for synthetic runs, the real engine for recorded ones."""
+    """The app on fixture `name`, with its fixed diagnosis so snapshots do not follow rule changes."""
     run = open_run(runs[name])
-    app = make_app(RunSource(run, canned_diagnosis(name) if name in SYNTHETIC else None))
+    app = make_app(RunSource(run, fixture_diagnosis(runs, name)))
     app.animation_level = "none"  # tab underline animations only slow the tests down
     return app
 
