@@ -23,7 +23,7 @@ METRICS = (
         Metric("steady.batch_max", "count", "Largest batch size seen in the steady state."),
         Metric("steady.distinct_shapes", "count", "Distinct input shapes seen by the steps in the steady state."),
         Metric("steady.input_rank", "count", "Dimensions of the steps' first input (median; 4 for images)."),
-        Metric("steady.fp32_step_fraction", "ratio", "Fraction of steps whose first input is float32."),
+        Metric("steady.fp32_step_fraction", "ratio", "Fraction of steps with a floating first input whose input is float32 (integer inputs such as token ids are left out)."),
         Metric("steady.requests", "count", "Requests (NVTX `request` ranges) in the steady state."),
     ]
     + [Metric(f"steady.request_p{q}_ms", "ms", f"Request latency, {q}th percentile.") for q in QUANTILES]
@@ -67,10 +67,12 @@ def compute(ctx: Context) -> dict[str, float | None]:
         if len(shapes):
             out["steady.distinct_shapes"] = float(len(shapes))
             out["steady.input_rank"] = _input_rank(shapes)
-        dtypes = all_steps["dtype"].value_counts(dropna=True)
-        if dtypes.sum() > 0:
-            fp32 = sum(n for d, n in dtypes.items() if str(d).lower() in ("float32", "float", "torch.float32"))
-            out["steady.fp32_step_fraction"] = float(fp32) / float(dtypes.sum())
+        # integer inputs (token ids) say nothing about the model's precision: floating inputs only
+        dtypes = {str(d).lower().replace("torch.", ""): n for d, n in all_steps["dtype"].value_counts(dropna=True).items()}
+        floating = {d: n for d, n in dtypes.items() if d.startswith(("float", "bfloat", "half", "double"))}
+        if floating:
+            fp32 = sum(n for d, n in floating.items() if d in ("float32", "float"))
+            out["steady.fp32_step_fraction"] = float(fp32) / float(sum(floating.values()))
     _requests(ctx, out)
     return out
 

@@ -96,9 +96,14 @@ def _finding(f: Finding, detailed: bool) -> RenderableType:
     parts: list[RenderableType] = []
     sev = Text(f"[{f.severity}] ", style=_SEVERITY_STYLE.get(f.severity, ""))
     parts.append(sev + Text(f.title, style="bold") + Text(f"  {f.rule}", style="dim"))
-    ev = _evidence(f.evidence)
+    ev = _evidence(f.evidence if detailed else f.evidence[:2])
     if ev.plain:
         parts.append(ev)
+    if f.recommendations and not detailed:  # a secondary finding: its first fix, one line
+        line = Text("  fix: ", style="green") + Text(f.recommendations[0].text)
+        line.no_wrap, line.overflow = True, "ellipsis"
+        parts.append(line)
+        return Group(*parts)
     if f.recommendations:
         r = f.recommendations[0]
         parts.append(Text.from_markup("  [green]fix:[/] " + escape(r.text)))
