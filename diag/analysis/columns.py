@@ -8,7 +8,7 @@ import pandas as pd
 from diag.store.run import Run
 
 
-def _bool(s: pd.Series) -> np.ndarray:
+def as_bool(s: pd.Series) -> np.ndarray:
     """A boolean column that may hold None or NaN (missing means False)."""
     if s.dtype == bool:
         return s.to_numpy()

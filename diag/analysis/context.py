@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.analysis.columns import _bool, complete
+from diag.analysis.columns import as_bool, complete
 from diag.analysis.phases import Phases, Span
 from diag.analysis.stacks import model_frames
 from diag.store.run import Run
@@ -78,7 +78,7 @@ class Context:
         if main_only and self.main is not None:
             mask &= self.thread_mask(df, *self.main)
         if not profiled:
-            unprofiled = ~_bool(df["in_window"])
+            unprofiled = ~as_bool(df["in_window"])
             if unprofiled[mask].any():  # an imported trace is all profiled steps: keep them then
                 mask &= unprofiled
         if cols is not None:

@@ -6,7 +6,7 @@ import numpy as np
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.columns import _bool, complete
+from diag.analysis.columns import as_bool, complete
 from diag.analysis.context import Context, mean_or_none, num, ratio
 from diag.analysis.stacks import io_frames
 
@@ -88,7 +88,7 @@ def _stacks(ctx: Context, out: dict[str, float | None]) -> None:
     end = ts + np.nan_to_num(num(st["dur_ns"]), nan=0.0).astype(np.int64)
     dur = (np.minimum(end, ctx.t1) - np.maximum(ts, ctx.t0)).clip(0) / 1e9
     io = io_frames(st["stack"]).to_numpy()
-    idle = _bool(st["idle"])
+    idle = as_bool(st["idle"])
     same_pid = st["pid"].to_numpy() == pid
     helpers = same_pid & (st["tid"].to_numpy() != tid)
     if helpers.any() and tid is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diag.analysis.columns import _bool, complete
+from diag.analysis.columns import as_bool, complete
 from diag.store.run import Run
 
 SETTLE_TOLERANCE = 0.25  # rolling median within 25% of the steady median
@@ -133,7 +133,7 @@ def compute_phases(run: Run) -> Phases:
         # startup ends with the first step anywhere (a worker thread may step first)
         ts = mine["ts_ns"].to_numpy(dtype=np.int64)
         dur = mine["dur_ns"].to_numpy(dtype=np.int64)
-        valid = ~_bool(mine["in_window"])
+        valid = ~as_bool(mine["in_window"])
         if not valid.any():  # every step was profiled: their latency is all there is
             valid[:] = True
         startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end))

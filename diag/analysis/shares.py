@@ -7,7 +7,7 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
-from diag.analysis.columns import _bool, complete, weights
+from diag.analysis.columns import as_bool, complete, weights
 from diag.analysis.context import Context, num, ratio
 from diag.analysis.stacks import io_frames, model_frames
 
@@ -66,13 +66,13 @@ def compute(ctx: Context) -> dict[str, float | None]:
         dur = np.nan_to_num(num(copies["dur_ns"]), nan=0.0) * cw
         nbytes = np.nan_to_num(num(copies["bytes"]), nan=0.0) * cw
         cost = np.minimum(dur, nbytes / SLOWEST_LINK_BPS * 1e9)
-        pageable = ~_bool(copies["pinned"])
+        pageable = ~as_bool(copies["pinned"])
         total = float(cost.sum())
         out["steady.copy_share"] = total / 1e9 / T
         out["steady.copy_pageable_fraction"] = ratio(float(cost[pageable].sum()), total)
         out["steady.copy_bytes_per_step"] = float(nbytes.sum()) / n_steps
         out["steady.copy_bps"] = float(nbytes.sum()) / T
-        outside = ~_bool(copies["in_step"])
+        outside = ~as_bool(copies["in_step"])
         # the thread is held for the copy's whole wall time (transfer or waiting for the GPU)
         copy_out_ns = float(dur[outside].sum())
     elif ctx.device == "cuda" and ctx.hooks_ok:  # hooks watched and saw no copy
@@ -87,7 +87,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
         sw = weights(syncs)
         sdur = np.nan_to_num(num(syncs["dur_ns"]), nan=0.0) * sw
         out["steady.sync_share"] = float(sdur.sum()) / 1e9 / T
-        outside = ~_bool(syncs["in_step"])
+        outside = ~as_bool(syncs["in_step"])
         sync_out_ns = float(sdur[outside].sum())
         n_out = float(sw[outside].sum())
     else:
@@ -166,7 +166,7 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
     ts = st["ts_ns"].to_numpy(dtype=np.int64)
     end = ts + np.nan_to_num(num(st["dur_ns"]), nan=0.0).astype(np.int64)
     dur = (np.minimum(end, ctx.t1) - np.maximum(ts, ctx.t0)).clip(0) / 1e9 / ctx.seconds
-    idle = _bool(st["idle"])
+    idle = as_bool(st["idle"])
     io = io_frames(st["stack"]).to_numpy()
     waits_s = np.concatenate([copies["ts_ns"].to_numpy(dtype=np.int64), syncs["ts_ns"].to_numpy(dtype=np.int64)])
     waits_e = np.concatenate([(copies["ts_ns"] + copies["dur_ns"]).to_numpy(dtype=np.int64),
@@ -203,7 +203,7 @@ def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None
     clipped = (np.minimum(g_end, ctx.t1) - np.maximum(g_ts, ctx.t0)).clip(0)
     out["steady.gc_share"] = min(1.0, float((clipped * gw).sum()) / 1e9 / ctx.seconds)
     out["steady.gc_pause_max_ms"] = float((g_end - g_ts).max()) / 1e6
-    steps = steps[~_bool(steps["in_window"])] if not steps.empty else steps
+    steps = steps[~as_bool(steps["in_window"])] if not steps.empty else steps
     if len(steps) >= 20:
         dur = steps["dur_ns"].to_numpy(dtype=np.int64)
         cut = np.percentile(dur, 99)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from diag.analysis.catalog import Metric
-from diag.analysis.columns import _bool
+from diag.analysis.columns import as_bool
 from diag.analysis.context import complete, num
 from diag.analysis.phases import Phases
 from diag.store.run import Run
@@ -73,7 +73,7 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
     if phases.basis == "steps" and not steps.empty:
         on = (steps["pid"].to_numpy() == phases.main_pid) & (steps["tid"].to_numpy() == phases.main_tid)
         mine = steps[["ts_ns", "dur_ns", "in_window"]][on]
-        mine = mine[~_bool(mine["in_window"])]
+        mine = mine[~as_bool(mine["in_window"])]
         t0 = phases.steady.start_ns
         steady = num(mine[mine["ts_ns"] >= t0]["dur_ns"])
         med = float(np.nanmedian(steady)) if len(steady) else None
