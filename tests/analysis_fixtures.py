@@ -309,3 +309,24 @@ def gil_helper_thread(path: str) -> Run:
     b.host(130)
     b.gpu_samples(15, from_s=STARTUP_S)
     return b.write()
+
+
+def loader_workers(path: str, reading: bool) -> Run:
+    """Two DataLoader worker processes feed the stepping thread, which waits on their queue.
+
+    reading=True: the workers block in builtin file reads (stack shows their code, CPU low);
+    reading=False: they compute (augmentation), CPU busy.
+    """
+    b = RunBuilder(path, gpu=True)
+    period = 0.020
+    steps = _loop(b, period, 0.2)
+    wait = "<module> (app.py:1);main (app.py:20);_poll (/usr/lib/python3.12/multiprocessing/connection.py:440)"
+    b.stacks([(end, period * 0.8, wait, True) for _, end in steps])
+    for k in (1, 2):
+        b.stacks([(STARTUP_S, b.duration_s - STARTUP_S, "_worker_loop (torch/utils/data/_utils/worker.py:300);"
+                   "__getitem__ (dataset.py:14)", False)], pid=PID + k, tid=PID + k)
+        b.host(10 if reading else 95, pid=PID + k, ppid=PID, read_bps=30e6 if reading else 0.0)
+    b.thread_cpu(0.22)
+    b.host(25)
+    b.gpu_samples(15, from_s=STARTUP_S)
+    return b.write()

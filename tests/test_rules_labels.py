@@ -157,3 +157,15 @@ def test_launch_bound_without_kernel_windows(tmp_path):
                                                 "dram_bw_util": 3, "fp32_active": 2, "fp16_active": 0})
     d = diagnose(b.write())
     assert d.primary == "launch_bound", d.scores
+
+
+def test_loader_workers_blocked_in_reads_are_io_bound(tmp_path):
+    d = diagnose(F.loader_workers(str(tmp_path), reading=True))
+    assert d.metrics["steady.worker_blocked_share"] > 0.8
+    assert d.primary == "io_bound", d.scores
+
+
+def test_loader_workers_computing_are_cpu_bound(tmp_path):
+    d = diagnose(F.loader_workers(str(tmp_path), reading=False))
+    assert d.metrics["steady.worker_blocked_share"] < 0.1
+    assert d.primary == "cpu_bound", d.scores

@@ -96,6 +96,9 @@ CASES = [
      {"steady__gc_tail_overlap": 0.0}, "gc.freeze()"),
     ("device.gpu_unused", dict(CPU, run__gpu_available=1.0, steady__inside_model_share=0.9, ort__provider_fallback=0),
      {"run__gpu_available": 0.0}, '.to(device)'),
+    ("io.workers_blocked", dict(GPU, steady__outside_wait_share=0.7, steady__worker_blocked_share=0.9,
+                                steady__gpu_busy=0.1),
+     {"steady__worker_blocked_share": 0.1}, "num_workers=16"),
     ("gc.pause_share", dict(CPU, steady__gc_share=0.15, steady__gc_pause_max_ms=50),
      {"steady__gc_share": 0.001}, "gc.freeze()"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
@@ -22,6 +23,7 @@ METRICS = [
     Metric("steady.iowait_share", "ratio", "Block-I/O wait of the process tree per second (psutil iowait; may exceed 1 with several processes)."),
     Metric("steady.system_iowait_share", "ratio", "Whole-machine I/O wait share."),
     Metric("steady.helper_threads_busy", "cores", "Python threads of the stepping process other than the stepping thread, running (stack samples; OpenMP threads have no Python stack, so their spinning is not counted)."),
+    Metric("steady.worker_blocked_share", "ratio", "Share of other processes' running stack time spent off CPU (blocked in a builtin read or other C call): stack samples vs psutil CPU."),
     Metric("steady.worker_io_share", "ratio", "Share of other processes' stack samples waiting in file or socket reads (input workers)."),
 ]
 
@@ -99,3 +101,19 @@ def _stacks(ctx: Context, out: dict[str, float | None]) -> None:
     tot = float(dur[sel].sum())
     if tot > 0:
         out["steady.worker_io_share"] = float(dur[sel & io].sum()) / tot
+    _workers_blocked(ctx, st["pid"].to_numpy(), dur, others & ~idle & ~io, out)
+
+
+def _workers_blocked(ctx: Context, pids: np.ndarray, dur: np.ndarray, running: np.ndarray,
+                     out: dict[str, float | None]) -> None:
+    """Share of the workers' "running" stack time they were off CPU: blocked in a C call (a builtin read)."""
+    host = ctx.window("host")
+    if host.empty or not running.any():
+        return
+    cpu_s = host.groupby("pid")["cpu_pct"].apply(lambda c: (mean_or_none(num(c)) or 0.0) / 100 * ctx.seconds)
+    stack_s = pd.Series(dur[running]).groupby(pids[running]).sum()
+    known = stack_s[stack_s.index.isin(cpu_s.index)]
+    if known.sum() <= 0:
+        return
+    blocked = (known - cpu_s.reindex(known.index).fillna(0.0)).clip(lower=0.0)
+    out["steady.worker_blocked_share"] = float(blocked.sum() / known.sum())
