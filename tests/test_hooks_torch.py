@@ -374,3 +374,45 @@ def test_compiled_and_traced_models(tmp_path) -> None:
     assert list(steps["model"])[:2] == ["Sequential", "Sequential"]  # named after the compiled model
     assert list(steps["model"])[-1] == "TopLevelTracedModule" and steps["shapes"].iloc[-1] == "[[5,4]]"
     assert len(steps) == 4  # 2 compiled calls, explain's one eager call, the traced call
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_steps_get_gpu_time_and_cost_little(tmp_path) -> None:
+    """On a GPU: gpu_ns from events without blocking; hooked/plain throughput printed and checked."""
+    code = """
+        import time, torch
+        from diag.collect.recorder import active_recorder
+        m = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU())
+                                  for _ in range(8)]).cuda().eval()
+        x = torch.randn(64, 1024, device="cuda")
+        hooked = torch.nn.Module.__call__
+        plain = hooked.__wrapped__
+        def rate(n=300):
+            torch.cuda.synchronize(); t = time.perf_counter()
+            for _ in range(n):
+                m(x)
+            torch.cuda.synchronize()
+            return n / (time.perf_counter() - t)
+        with torch.inference_mode():
+            for _ in range(100):
+                m(x)
+            res = {"plain": [], "hooked": []}
+            for _ in range(5):
+                for name, fn in (("plain", plain), ("hooked", hooked)):
+                    torch.nn.Module.__call__ = fn
+                    res[name].append(rate())
+        torch.nn.Module.__call__ = hooked
+        print("ratio", max(res["hooked"]) / max(res["plain"]))
+    """
+    run, proc = run_target(tmp_path, code, options={"cuda_event_all": 64, "cuda_event_every": 4})
+    assert proc.returncode == 0, proc.stderr
+    ratio = float(proc.stdout.split()[-1])
+    print(f"GPU hooked/plain throughput: {ratio:.4f}")
+    assert ratio >= 0.97
+    steps = run.table("steps")
+    assert set(steps["device"]) == {"cuda:0"}
+    timed = steps[steps["gpu_ns"] > 0]
+    assert len(timed) >= 64 and (timed["seq"].iloc[:64] == range(64)).all()
+    late = steps[steps["seq"] >= 64]
+    assert ((late["gpu_ns"] > 0) == (late["seq"] % 4 == 0)).all()
+    assert (timed["gpu_ns"] < timed["dur_ns"] * 50).all()
