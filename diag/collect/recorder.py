@@ -441,7 +441,10 @@ def _install_sigterm_flush(rec: Recorder) -> None:
             return
 
         def on_term(signum: int, frame: Any) -> None:
-            rec.close()
+            # On another thread, bounded: this thread may hold a writer's lock right now.
+            closer = threading.Thread(target=rec.close, name="diag-close", daemon=True)
+            closer.start()
+            closer.join(2.0)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
