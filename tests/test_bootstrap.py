@@ -194,3 +194,23 @@ def test_tables_stay_bounded(tmp_path) -> None:
     assert 100 < len(rows) < 300 and sum(r["weight"] for r in rows) in range(290, 310)
     assert {r["kind"] for r in rows} == {"request", "stage"}
     assert json.dumps(rows[0])  # plain JSON rows
+
+
+def test_meta_maps_thread_idents_to_native_ids(tmp_path) -> None:
+    code = """
+        import threading, time
+        def idle():
+            time.sleep(0.5)
+        t = threading.Thread(target=idle, name="worker-1")
+        t.start()
+        print(threading.get_ident(), threading.get_native_id(), t.ident, t.native_id)
+        t.join()
+    """
+    run, proc = run_target(tmp_path, code, options={"flush_s": 0.1})
+    assert proc.returncode == 0, proc.stderr
+    main_ident, main_native, ident, native = (int(x) for x in proc.stdout.split())
+    meta = [r for p in os.listdir(os.path.join(run.path, "raw")) if p.startswith("meta.")
+            for r in read_jsonl(os.path.join(run.path, "raw", p))]
+    mapping = {r["thread_ident"]: (r["native_id"], r["thread_name"]) for r in meta if "thread_ident" in r}
+    assert mapping[ident] == (native, "worker-1")  # a thread that never touched a hook, seen by the flusher
+    assert mapping[main_ident][0] == main_native

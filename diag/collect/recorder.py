@@ -32,7 +32,9 @@ stands for (1 for rows kept in full), so counts and sums stay estimable with
 
 The meta table (`raw/meta.<pid>.jsonl`): each row is `ts_ns`, `pid` plus the
 keys learned at that moment (`python`, `executable`, `argv`, `diag_options` at
-start; `forked_from` in a forked child; `torch`, `cuda_runtime`
+start; `forked_from` in a forked child; `thread_ident`, `native_id`,
+`thread_name` once per thread (maps py-spy's pthread ids to the native tids
+of the other tables); `torch`, `cuda_runtime`
 (torch.version.cuda: the CUDA runtime torch was built with), `hip` when torch
 is imported; `onnxruntime`, `ort_device` when onnxruntime is). Merge a
 process's rows in order; later keys win.
@@ -126,6 +128,7 @@ class Recorder:
         self._seen: dict[str, int] = {}
         self._full = max(1, int(self.options["table_rows"]))
         self._gc_pending: list[tuple[int, int, int, int, int]] = []
+        self._threads_seen: set[int] = set()  # thread idents already mapped in meta
         self._gc_start = 0
         self._gc_start_wall = 0
         self.flush_hooks: list[Callable[[bool], None]] = []  # called with final=True at exit
@@ -202,7 +205,20 @@ class Recorder:
 
     def _new_tid(self) -> int:
         self.state.tid = threading.get_native_id()
+        self._map_thread(threading.get_ident(), self.state.tid, threading.current_thread().name)
         return self.state.tid
+
+    def _map_thread(self, ident: int, native: int, name: str) -> None:
+        # py-spy names threads by pthread id (threading ident); other tables use native ids.
+        if ident not in self._threads_seen:
+            self._threads_seen.add(ident)
+            self.meta(thread_ident=ident, native_id=native, thread_name=name)
+
+    def _map_threads(self) -> None:
+        for t in threading.enumerate():
+            native = getattr(t, "native_id", None)
+            if t.ident and native and t.ident not in self._threads_seen:
+                self._map_thread(t.ident, native, t.name)
 
     def next_seq(self) -> int:
         return next(self.seq_counter)
@@ -280,6 +296,7 @@ class Recorder:
                 pass
         try:
             self._drain_gc()
+            self._map_threads()
         except Exception:  # noqa: BLE001
             pass
         for table in list(self._pending):
@@ -339,6 +356,7 @@ class Recorder:
         self._seen = {}
         self._gc_pending = []
         self.state.tid = 0  # the forking thread lives on in the child under a new id
+        self._threads_seen = set()
         self.pid = os.getpid()
         self.meta(python=sys.version.split()[0], forked_from=os.getppid())
         self._start_thread()
