@@ -53,7 +53,9 @@ class KernelsView(View):
         body = VerticalScroll(id="kernels-body")
         self.mount(body)
         body.mount(Static("Top kernels", classes="section"))
-        body.mount(FrameTable(data.top, id="kernel-top", classes="fit", max_cell=48))
+        # Kernel names are long: clip them so the numbers still fit at 80 columns.
+        body.mount(FrameTable(data.top, id="kernel-top", classes="fit", max_cell=max(24, self.size.width - 50)))
+        body.mount(Static(id="kernel-name", classes="full-name"))
         body.mount(Static("Categories (share of GPU time in the windows)", classes="section"))
         body.mount(Static(categories_text(data.categories)))
         body.mount(Static("Memory copies", classes="section"))
@@ -65,3 +67,9 @@ class KernelsView(View):
     def apply_filter(self, text: str) -> str | None:
         tables = list(self.query("#kernel-top").results(FrameTable))
         return f"{tables[0].apply_filter(text)} kernels match" if tables else None
+
+    def on_data_table_row_highlighted(self, event: FrameTable.RowHighlighted) -> None:
+        # The table clips long names; the highlighted kernel's full name shows under it.
+        if event.data_table.id == "kernel-top" and isinstance(event.data_table, FrameTable):
+            row = event.data_table.shown_row(event.cursor_row)
+            self.query_one("#kernel-name", Static).update(row[0] if row else "")

@@ -66,7 +66,8 @@ class StacksView(View):
         self.phases = [ALL, *order]
         self.phase = "steady" if "steady" in self.phases else ALL
         self.mount(Static(id="phase-title", classes="section"))
-        self.mount(FrameTable(id="frames"))
+        self.mount(FrameTable(id="frames", max_cell=max(24, self.size.width - 40)))
+        self.mount(Static(id="frame-name", classes="full-name"))
         self._fill()
 
     def _fill(self) -> None:
@@ -92,3 +93,9 @@ class StacksView(View):
         self.filter_text = text
         tables = list(self.query("#frames").results(FrameTable))
         return f"{tables[0].apply_filter(text)} frames match" if tables else None
+
+    def on_data_table_row_highlighted(self, event: FrameTable.RowHighlighted) -> None:
+        # Long frames are clipped in the table; the highlighted one shows in full under it.
+        if event.data_table.id == "frames" and isinstance(event.data_table, FrameTable):
+            row = event.data_table.shown_row(event.cursor_row)
+            self.query_one("#frame-name", Static).update(row[0] if row else "")

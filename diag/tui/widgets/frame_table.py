@@ -34,6 +34,7 @@ class FrameTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.max_cell = max_cell
         self._rows: list[list[str]] = []
+        self._shown: list[list[str]] = []
         self._filter = ""
         self._pending = (df, columns)
 
@@ -59,16 +60,18 @@ class FrameTable(DataTable):
         self._filter = text.strip().lower()
         return self._refill()
 
+    def shown_row(self, index: int) -> list[str]:
+        """The full, unclipped cells of the row shown at `index`."""
+        return self._shown[index] if 0 <= index < len(self._shown) else []
+
     def _refill(self) -> int:
         self.clear()
-        shown = 0
-        for row in self._rows:
-            if self._filter and not any(self._filter in c.lower() for c in row):
-                continue
+        self._shown = [row for row in self._rows
+                       if not self._filter or any(self._filter in c.lower() for c in row)]
+        for row in self._shown:
             cells = [Text(self._clip(c), justify="right" if num else "left") for c, num in zip(row, self._numeric, strict=True)]
             self.add_row(*cells)
-            shown += 1
-        return shown
+        return len(self._shown)
 
     def _clip(self, s: str) -> str:
         return s if len(s) <= self.max_cell else s[: self.max_cell - 1] + "…"
