@@ -73,11 +73,12 @@ class RunBuilder:
         self.add("events", ts_ns=ns(start_s), dur_ns=int(dur_s * 1e9), pid=pid, tid=TID, kind=kind,
                  name=name or kind, detail=json.dumps(detail or {}))
 
-    def thread_cpu(self, busy: float, *, pid: int = PID, tid: int = TID, every_s: float = 0.1) -> None:
-        """A thread using `busy` cores all run long (cumulative CPU seconds)."""
-        for i, t in enumerate(np.arange(0, self.duration_s + 1e-9, every_s)):
-            self.add("threads", ts_ns=ns(t), pid=pid, tid=tid, user_s=busy * t, system_s=0.0)
-            del i
+    def thread_cpu(self, busy: float, *, pid: int = PID, tid: int = TID, every_s: float = 0.1,
+                   run_delay: float = 0.0) -> None:
+        """A thread using `busy` cores all run long, and waiting `run_delay` s/s for a core."""
+        for t in np.arange(0, self.duration_s + 1e-9, every_s):
+            self.add("threads", ts_ns=ns(t), pid=pid, tid=tid, user_s=busy * t, system_s=0.0,
+                     run_delay_s=run_delay * t)
 
     def host(self, cpu_pct: float, *, pid: int = PID, ppid: int = 1, read_bps: float = 0.0,
              read_chars_bps: float = 0.0, iowait: float = 0.0, every_s: float = 0.1) -> None:

@@ -169,3 +169,18 @@ def test_loader_workers_computing_are_cpu_bound(tmp_path):
     d = diagnose(F.loader_workers(str(tmp_path), reading=False))
     assert d.metrics["steady.worker_blocked_share"] < 0.1
     assert d.primary == "cpu_bound", d.scores
+
+
+def test_cpu_starved_stepping_thread_is_not_blocked_on_io(tmp_path):
+    """Off CPU 60% of the time outside the model, but queued for a core, not blocked: cpu_bound, not io."""
+    b = RunBuilder(str(tmp_path), gpu=False)
+    period = 0.020
+    steps = F._loop(b, period, 0.25)
+    user = "<module> (app.py:1);main (app.py:20);tokenize (app.py:9)"
+    b.stacks([(end, period * 0.75, user, False) for _, end in steps])
+    b.thread_cpu(0.35, run_delay=0.55)
+    b.host(1600)
+    d = diagnose(b.write())
+    assert d.metrics["steady.step_thread_runq_share"] == pytest.approx(0.55, abs=0.02)
+    assert d.metrics["steady.blocked_outside_share"] < 0.1
+    assert d.primary == "cpu_bound", d.scores

@@ -99,6 +99,9 @@ CASES = [
     ("io.workers_blocked", dict(GPU, steady__outside_wait_share=0.7, steady__worker_blocked_share=0.9,
                                 steady__gpu_busy=0.1),
      {"steady__worker_blocked_share": 0.1}, "num_workers=16"),
+    ("cpu.oversubscribed", dict(CPU, steady__step_thread_runq_share=0.35, steady__process_cpu_cores=15,
+                                steady__cpu_cores=16, steady__system_cpu_share=1.0),
+     {"steady__step_thread_runq_share": 0.02}, "set_num_threads"),
     ("gc.pause_share", dict(CPU, steady__gc_share=0.15, steady__gc_pause_max_ms=50),
      {"steady__gc_share": 0.001}, "gc.freeze()"),
 ]

@@ -23,6 +23,7 @@ METRICS = [
     Metric("steady.step_thread_cpu", "ratio", "CPU time of the stepping thread per second of steady time (1 = one core)."),
     Metric("steady.outside_busy_share", "ratio", "Share of steady time the stepping thread runs on CPU outside the model (not copying or syncing)."),
     Metric("steady.outside_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model (blocked, not copying or syncing)."),
+    Metric("steady.step_thread_runq_share", "ratio", "Share of steady time the stepping thread was runnable but waiting for a CPU core (schedstat run delay)."),
     Metric("steady.io_wait_share", "ratio", "Share of steady time the stepping thread waits in file or socket reads outside the model (stack samples; inside requests when there are requests)."),
     Metric("steady.known_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model on a queue, lock or select (another thread or process, or the next request)."),
     Metric("steady.blocked_outside_share", "ratio", "Share of steady time the stepping thread is off CPU outside the model in a call diag cannot name (a builtin file read, a C-level socket, sleep): thread CPU vs stack samples."),
@@ -101,6 +102,8 @@ def compute(ctx: Context) -> dict[str, float | None]:
     waits = (copy_out_ns + sync_out_ns) / 1e9 / T
     cpu = thread_cpu(ctx, pid, tid)
     out["steady.step_thread_cpu"] = cpu
+    runq = thread_run_delay(ctx, pid, tid)
+    out["steady.step_thread_runq_share"] = runq
     st = _stack_shares(ctx, pid, tid, s_ts, s_end, copies, syncs)
     busy = st["active"] if st else None
     if cpu is not None:
@@ -120,7 +123,9 @@ def compute(ctx: Context) -> dict[str, float | None]:
             if cpu is not None and not st["requests"]:
                 # off CPU outside the model, not in a known wait or a recognised read:
                 # blocked in a C call (a builtin file read, a C-level socket, sleep)
-                out["steady.blocked_outside_share"] = max(0.0, wait - st["io_all"] - st["known"])
+                # waiting for a core is not blocking (a CPU-starved thread); only outside the
+                # model's share of it can be subtracted, and the model's share is unknown: take all
+                out["steady.blocked_outside_share"] = max(0.0, wait - st["io_all"] - st["known"] - (runq or 0.0))
 
     _gc(ctx, pid, mine_steady, out)
     return out
@@ -128,14 +133,26 @@ def compute(ctx: Context) -> dict[str, float | None]:
 
 def thread_cpu(ctx: Context, pid: int, tid: int) -> float | None:
     """CPU seconds per second of one thread over the window (threads table, cumulative)."""
+    return _thread_rate(ctx, pid, tid, ("user_s", "system_s"))
+
+
+def thread_run_delay(ctx: Context, pid: int, tid: int) -> float | None:
+    """Seconds per second one thread was runnable but waiting for a core (schedstat)."""
+    return _thread_rate(ctx, pid, tid, ("run_delay_s",))
+
+
+def _thread_rate(ctx: Context, pid: int, tid: int, cols: tuple[str, ...]) -> float | None:
     th = complete(ctx.run, "threads")
-    if th.empty:
+    if th.empty or any(c not in th.columns for c in cols):
         return None
     th = th[(th["pid"] == pid) & (th["tid"] == tid)]
     if th.empty:
         return None
+    values = [num(th[c]) for c in cols]
+    if all(np.isnan(v).all() for v in values):
+        return None
     ts = th["ts_ns"].to_numpy(dtype=np.int64)
-    cum = np.nan_to_num(num(th["user_s"]), nan=0.0) + np.nan_to_num(num(th["system_s"]), nan=0.0)
+    cum = sum(np.nan_to_num(v, nan=0.0) for v in values)
     # rows are written only when the value changes: the value holds until the next row
     a = intervals.value_at(ts, cum, ctx.t0)
     b = intervals.value_at(ts, cum, ctx.t1)
