@@ -33,7 +33,7 @@ CATEGORY_PATTERNS: list[tuple[str, str]] = [
     ("reduction", r"^triton_(red|per)_"),
     ("gemm", r"^triton_tem_"),
     ("attention", r"flash|fmha|attention|attn|sdpa|mha_|scaled_dot_product"),
-    ("norm", r"layer_?norm|batch_?norm|group_?norm|instance_?norm|rms_?norm|bn_fw|bn_bw"),
+    ("norm", r"layer_?norm|batch_?norm|group_?norm|instance_?norm|rms_?norm|bn_fw|bn_bw|moments|welford"),
     ("conv", r"conv(?!ert)|cudnn|implicit_?gemm|implicit_convolve|winograd|fprop|dgrad|wgrad"),
     ("gemm", r"gemm|gemv|cutlass|cublas|nvjet|wgmma|xmma|matmul"),
     ("reduction", r"reduce|reduction|softmax|argmax|argmin|topk|cumsum|scan_"),
