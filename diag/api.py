@@ -19,11 +19,15 @@ def _range(name: str) -> Iterator[None]:
     if rec is None:
         yield
         return
+    state = rec.state  # per thread: ranges open now, shared with the NVTX hooks
+    depth = state.range_depth
+    state.range_depth = depth + 1
     start = time.time_ns()
     try:
         yield
     finally:
-        rec.range(name, start, time.time_ns() - start, source="diag")
+        state.range_depth = depth
+        rec.range(name, start, time.time_ns() - start, source="diag", depth=depth)
 
 
 def request() -> contextlib.AbstractContextManager[None]:

@@ -138,14 +138,14 @@ class Recorder:
 
     # -- writing -------------------------------------------------------------
 
-    def _writer(self, table: str) -> _LineWriter:
+    def _writer(self, table: str) -> JsonlWriter:
         w = self._writers.get(table)
         if w is None:
             with self._writers_lock:
                 w = self._writers.get(table)
                 if w is None:
                     # Our own flusher thread flushes by time, so the writer only by size.
-                    w = _LineWriter(self.run_dir, table, flush_rows=256, flush_s=1e9)
+                    w = JsonlWriter(self.run_dir, table, flush_rows=256, flush_s=1e9)
                     self._writers[table] = w
         return w
 
@@ -370,15 +370,6 @@ class Recorder:
         import multiprocessing.util
 
         multiprocessing.util.Finalize(None, self.close, exitpriority=-100)
-
-
-class _LineWriter(JsonlWriter):
-    """A JsonlWriter that also takes ready-made JSON lines, a batch at a time."""
-
-    def write_lines(self, lines: list[str]) -> None:
-        with self._lock:
-            self._buf.extend(lines)
-        self.flush()
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
