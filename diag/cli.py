@@ -159,7 +159,7 @@ def _after_profile(args: argparse.Namespace, rec) -> None:  # noqa: ANN001
     if args.tui:
         from diag.tui import run_tui
 
-        run_tui(rec.run_dir)
+        run_tui(rec.run_dir, diagnosis)
 
 
 def _check_output(path: str) -> None:
