@@ -198,12 +198,15 @@ def memcpy_kinds(run: Run) -> pd.DataFrame:
 
 
 # Steady-state parts of the time breakdown, from the metrics analysis computes.
+# The first are shares of the stepping thread's wall time; GPU idle is the
+# device's own (1 - busy), shown beside them.
 BREAKDOWN: tuple[tuple[str, str], ...] = (
     ("inside model", "steady.inside_model_share"),
-    ("outside model", "steady.outside_model_share"),
+    ("outside model, working", "steady.outside_busy_share"),
+    ("outside model, waiting", "steady.outside_wait_share"),
     ("host-device copies", "steady.copy_share"),
     ("synchronizations", "steady.sync_share"),
-    ("GPU idle", "steady.gpu_idle_share"),
+    ("GC pauses", "steady.gc_share"),
 )
 
 
@@ -211,6 +214,9 @@ def time_breakdown(metrics: dict[str, float | None]) -> pd.DataFrame:
     """The steady state's time shares (part, share) that the metrics hold."""
     rows = [{"part": part, "share": float(metrics[key])} for part, key in BREAKDOWN
             if metrics.get(key) is not None]
+    busy = metrics.get("steady.gpu_busy")
+    if busy is not None and metrics.get("run.gpu"):
+        rows.append({"part": "GPU idle", "share": max(0.0, 1.0 - float(busy))})
     return pd.DataFrame(rows, columns=["part", "share"])
 
 
