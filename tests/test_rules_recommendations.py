@@ -102,6 +102,9 @@ CASES = [
     ("cpu.oversubscribed", dict(CPU, steady__step_thread_runq_share=0.35, steady__process_cpu_cores=15,
                                 steady__cpu_cores=16, steady__system_cpu_share=1.0),
      {"steady__step_thread_runq_share": 0.02}, "set_num_threads"),
+    ("memory.low_intensity_kernels", dict(GPU, steady__gpu_busy=0.8, steady__kernel_elementwise_share=1.0,
+                                          steady__math_active=0.01, steady__dram_bw_util=0.2),
+     {"steady__kernel_elementwise_share": 0.1}, "torch.compile"),
     ("gc.pause_share", dict(CPU, steady__gc_share=0.15, steady__gc_pause_max_ms=50),
      {"steady__gc_share": 0.001}, "gc.freeze()"),
 ]
