@@ -48,7 +48,7 @@ def measure(workload: str, seconds: float, repeats: int, device: str, diag_args:
             rate, unit = throughput([sys.executable, "-m", "diag", "profile", "--out", out, "--quiet",
                                      *diag_args, "--", *target])
             profiled.append(rate)
-    ratios = [p / b for p, b in zip(profiled, plain)]
+    ratios = [p / b for p, b in zip(profiled, plain, strict=True)]
     return {"workload": workload, "unit": f"{unit}/s", "without": plain, "with": profiled,
             "median_ratio": statistics.median(ratios)}
 

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from accuracy_expected import EXPECTED
+
 from diag.engine import diagnose
 from diag.store.run import open_run
 

@@ -110,8 +110,9 @@ def test_latency_percentiles_and_histogram(gpu_data):
 
 def test_breakdown_comes_from_metrics(gpu_data):
     parts = {p["part"]: p["share"] for p in gpu_data["breakdown"]["parts"]}
-    assert parts == {"inside model": 0.6, "outside model": 0.4, "host-device copies": 0.08,
-                     "synchronizations": 0.02, "GPU idle": 0.14}
+    assert parts == pytest.approx({"inside model": 0.6, "outside model, working": 0.3,
+                                   "outside model, waiting": 0.1, "host-device copies": 0.08,
+                                   "synchronizations": 0.02, "GPU idle": 0.14})
 
 
 def test_breakdown_without_metrics_says_why(tmp_path):

@@ -41,9 +41,9 @@ def make_diagnosis(duration_s: float, primary: str | None = "compute_bound", hos
                                                     code="x = x.pin_memory().to('cuda', non_blocking=True)",
                                                     expected_gain="up to 8% of wall time")]),
         ],
-        metrics={"steady.inside_model_share": 0.6, "steady.outside_model_share": 0.4,
-                 "steady.copy_share": 0.08, "steady.sync_share": 0.02, "steady.gpu_idle_share": 0.14,
-                 "steady.gpu_busy": 0.86},
+        metrics={"steady.inside_model_share": 0.6, "steady.outside_busy_share": 0.3,
+                 "steady.outside_wait_share": 0.1, "steady.copy_share": 0.08, "steady.sync_share": 0.02,
+                 "steady.gpu_busy": 0.86, "run.gpu": 1.0},
         units={"steady.gpu_busy": "ratio"},
     )
 

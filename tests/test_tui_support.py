@@ -39,7 +39,7 @@ def canned_diagnosis(scenario: str) -> Diagnosis:
                   "cpu_bound": 0.3, "cold_start": 0.22}
         metrics = {"steady.gpu_busy": 0.86, "steady.tensor_active": 0.55, "steady.sm_active": 0.78,
                    "steady.dram_bw_util": 0.25, "steady.inside_model_share": 0.6,
-                   "steady.outside_model_share": 0.4, "steady.copy_share": 0.08, "steady.step_p50": 0.0031,
+                   "steady.outside_busy_share": 0.4, "steady.copy_share": 0.08, "steady.step_p50": 0.0031,
                    "steady.throughput": 198.5}
         findings = [
             Finding("gpu.compute_saturated", "compute_bound", "high", "Tensor cores are busy most of the time",
@@ -57,7 +57,7 @@ def canned_diagnosis(scenario: str) -> Diagnosis:
         units = {"steady.step_p50": "s", "steady.throughput": "steps/s"}
     else:
         scores = {"cpu_bound": 0.74, "io_bound": 0.12, "cold_start": 0.2}
-        metrics = {"steady.inside_model_share": 0.3, "steady.outside_model_share": 0.7,
+        metrics = {"steady.inside_model_share": 0.3, "steady.outside_busy_share": 0.7,
                    "steady.cpu_busy": 1.4, "steady.step_p50": 0.0015}
         findings = [
             Finding("cpu.preprocess_starves_model", "cpu_bound", "high",
