@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds between SIGINT, SIGTERM, SIGKILL")
     p.add_argument("--host-interval", type=float, default=0.1, metavar="S", help="psutil sampling interval")
     p.add_argument("--gpu-interval", type=float, default=0.1, metavar="S", help="NVML sampling interval")
-    p.add_argument("--stack-rate", type=int, default=100, metavar="HZ", help="py-spy sampling rate")
+    p.add_argument("--stack-rate", type=int, default=None, metavar="HZ",
+                   help="py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores)")
     p.add_argument("--no-stacks", action="store_true", help="do not sample Python stacks (py-spy)")
     p.add_argument("--no-gpu", action="store_true", help="do not sample the GPU or open kernel windows")
     p.add_argument("--no-hooks", action="store_true", help="do not inject the in-process hooks")
