@@ -1,7 +1,7 @@
 """Live video analytics: raw frames arrive on a pipe from a decoder process.
 
 A child process stands in for a camera decoder (ffmpeg -f rawvideo style): it
-writes 3x160x160 uint8 frames to its stdout at the camera's frame rate. The
+writes 3x128x128 uint8 frames to its stdout at the camera's frame rate. The
 parent reads whole frames from the pipe, stacks 4 of them and runs a small
 CNN detector head on them.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-FPS, SIDE, GROUP = 40, 160, 4
+FPS, SIDE, GROUP = 20, 128, 4
 FRAME = 3 * SIDE * SIDE
 
 DECODER = f"""
@@ -36,7 +36,7 @@ def main() -> None:
     from torch import nn
 
     model = nn.Sequential(
-        nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU(),
+        nn.Conv2d(3, 16, 4, stride=4), nn.ReLU(),
         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
         nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 8),

@@ -20,7 +20,7 @@ from _cli import StopFlag, options, report
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-SIDE, RECORDS, BATCH = 32, 256, 32
+SIDE, RECORDS, BATCH = 48, 192, 32
 
 
 def write_shard(folder: str) -> list[str]:
@@ -64,8 +64,8 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="records_")
     try:
         paths = write_shard(folder)
-        model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), ResBlock(32), ResBlock(32),
-                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)).to(a.device).eval()
+        model = nn.Sequential(nn.Conv2d(3, 16, 4, stride=4), ResBlock(16),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).to(a.device).eval()
         loader = DataLoader(TextPixels(paths, 10**7), batch_size=BATCH, num_workers=2,
                             pin_memory=a.device == "cuda", persistent_workers=False)
         stop = StopFlag(a.seconds)
