@@ -24,7 +24,7 @@ EXPECTED: dict[str, dict[str, tuple[str | None, str]]] = {
                  "of a few us, then .item() syncs each token; the GPU idles between launches"),
     },
     "norm_gelu_stack": {
-        "cuda": ("memory_bound", "LayerNorm, GELU, residual, softmax and RMS rescale over a 1.6 GB bf16 map: "
+        "cuda": ("memory_bound", "LayerNorm, GELU, residual, softmax and RMS rescale over a 1.1 GB bf16 map: "
                  "only elementwise/reduction kernels streaming DRAM, no GEMM"),
     },
     "record_loader": {
