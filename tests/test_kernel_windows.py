@@ -226,3 +226,22 @@ def test_with_the_real_recorder(tmp_path) -> None:
     events = read_jsonl(str(tmp_path / "raw" / f"events.{pid}.jsonl"))
     assert [(e["kind"], e["name"]) for e in events] == [("window", "profiler_init"), ("window", "start"),
                                                          ("window", "stop")]
+
+
+def test_init_is_paid_when_the_model_moves_to_the_gpu(tmp_path) -> None:
+    """The one-time profiler init runs at model set-up (Module.to), not in the first step."""
+    import torch
+
+    rec, w = make(tmp_path)
+    original_to = torch.nn.Module.to
+    kw._init_after_model_moves_to_gpu(w)
+    try:
+        assert torch.nn.Module.to is not original_to
+        torch.nn.Linear(2, 2).to("cpu")  # the fake says CUDA is now initialised
+        assert torch.nn.Module.to is original_to  # the wrappers removed themselves
+        assert [e["name"] for e in rec.table("events")] == ["profiler_init"]
+        assert w.scheduler.initialised
+        run_steps(rec, 20)  # no second init at the first step
+        assert [e["name"] for e in rec.table("events")].count("profiler_init") == 1
+    finally:
+        torch.nn.Module.to = original_to

@@ -5,14 +5,18 @@ Recording side: standard library and torch only (never pandas or pyarrow).
 What it does, per process, driven by the recorder's `on_step_end(seq)` calls:
 
 1. **Profiler init, once, early.** The first torch.profiler start with CUDA
-   activities costs seconds (CUPTI init: 4-5 s measured on an H200). Paying it
-   at the first window would stall the steady state unannounced. So at the end
-   of the first step (the first step is slow anyway: CUDA context, autotuning,
-   lazy init) a throwaway profiler is started and stopped once, and that time
-   is written as an `events` row (kind `window`, name `profiler_init`,
-   `dur_ns` = its cost). Nothing runs before the program has initialised CUDA
-   itself (`torch.cuda.is_initialized()`), so diag never creates a CUDA
-   context for a program that does not use one.
+   activities costs seconds (CUPTI init: 4-7 s measured on an H200). Paying it
+   at the first window would stall the steady state unannounced, and paying
+   it in another thread is worse (it ran 7 s there and slowed the stepping
+   thread 18x: benchmarks/profiler_init_probe.py). So a throwaway profiler is
+   started and stopped once, on the program's own thread, as soon as the
+   program has set itself up on the GPU: right after its first
+   `Module.to(cuda)` / `Module.cuda()` (model set-up, before any request), or
+   else at the end of its first step. That time is written as an `events` row
+   (kind `window`, name `profiler_init`, `dur_ns` = its cost). Nothing runs
+   before the program has initialised CUDA itself
+   (`torch.cuda.is_initialized()`), so diag never creates a CUDA context for a
+   program that does not use one.
 2. **Windows.** After warm-up (step >= `kernel_window_after_steps` and
    >= `kernel_window_after_s` seconds since this module was installed),
    `kernel_windows` windows of `kernel_window_steps` steps each, at least
@@ -242,6 +246,23 @@ class KernelWindows:
         finally:
             self._lock.release()
 
+    def init_early(self) -> None:
+        """Pay the profiler's one-time init now, during the program's set-up. Never raises."""
+        if self.scheduler.initialised or self.scheduler.finished or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self.scheduler.initialised or not self.cuda_ready():
+                return
+            if self.profiler_busy():
+                self._abandon("the program runs its own profiler: no kernel windows")
+                return
+            self._init(-1)
+            self.scheduler.done(INIT, -1, self.clock())
+        except Exception as exc:  # noqa: BLE001 - a profiler failure must never reach the target
+            self._abandon(f"torch.profiler init failed: {exc.__class__.__name__}: {exc}"[:300])
+        finally:
+            self._lock.release()
+
     def _init(self, seq: int) -> None:
         ts, t0 = self.wall_ns(), time.perf_counter_ns()
         prof = self.make_profiler()
@@ -304,6 +325,39 @@ class KernelWindows:
             self._lock.release()
 
 
+def _init_after_model_moves_to_gpu(kw: KernelWindows) -> None:
+    """Wrap Module.to / Module.cuda until the first call that leaves CUDA initialised.
+
+    The wrappers remove themselves then, so the program pays nothing later.
+    """
+    import torch
+
+    module = torch.nn.Module
+    originals = {name: getattr(module, name) for name in ("to", "cuda")}
+
+    def restore() -> None:
+        for name, fn in originals.items():
+            setattr(module, name, fn)
+
+    def wrap(name: str) -> Callable[..., Any]:
+        original = originals[name]
+
+        def moved(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(self, *args, **kwargs)
+            if kw.scheduler.initialised or kw.scheduler.finished:
+                restore()
+            elif kw.cuda_ready():
+                restore()
+                kw.init_early()
+            return out
+
+        moved.__wrapped__ = original  # type: ignore[attr-defined]
+        return moved
+
+    for name in originals:
+        setattr(module, name, wrap(name))
+
+
 def install(recorder: Any) -> KernelWindows | None:
     """Attach kernel windows to the recorder, or note why not. Never raises."""
     try:
@@ -318,6 +372,7 @@ def install(recorder: Any) -> KernelWindows | None:
             kw.note(why_not)
             return None
         recorder.on_step_end.append(kw.on_step_end)
+        _init_after_model_moves_to_gpu(kw)
         hooks = getattr(recorder, "flush_hooks", None)
         if isinstance(hooks, list):
             # Called with final=True by the recorder's exit path (atexit and SIGTERM).
