@@ -93,6 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `diag analyze RUN --json | head`: the reader left, nothing is wrong
+        _silence_stdout()
+        return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit flush does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _load(path: str, rule_dirs: Sequence[str]):  # noqa: ANN202 - (Run, Diagnosis)

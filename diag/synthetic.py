@@ -59,14 +59,14 @@ def write_synthetic_run(
         "batch": 8, "shapes": "[[8,128,768]]" if gpu else "[[8,3,224,224]]",
         "dtype": "bfloat16" if gpu else "float32", "device": "cuda:0" if gpu else "cpu",
         "gpu_ns": (dur * 0.9).astype(np.int64) if gpu else -1, "syncs": 1 if gpu else 0,
-        "seq": np.arange(n), "in_window": False,
+        "seq": np.arange(n), "in_window": False, "weight": 1,
     })
 
     # Requests around each step, queue wait before it.
     wait = (rng.exponential(0.002, n) * 1e9).astype(np.int64)
     tables["ranges"] = pd.DataFrame({
         "ts_ns": ts - wait, "dur_ns": dur + wait + 200_000, "pid": pid, "tid": tid,
-        "name": "request", "kind": "request", "source": "nvtx", "domain": "", "depth": 0,
+        "name": "request", "kind": "request", "source": "nvtx", "domain": "", "depth": 0, "weight": 1,
     })
 
     copies_n = n if gpu else 0
@@ -198,7 +198,9 @@ def _stacks(start: int, end: int, hz: float, pid: int, tid: int, gpu: bool, rng:
     idx = rng.choice(len(choices), size=int((end - start) / 1e9 * hz), p=p / p.sum())
     # py-spy merges identical consecutive samples into one interval: do the same.
     change = np.flatnonzero(np.diff(idx, prepend=-1))
-    t = start + (change * (1e9 / hz)).astype(np.int64)
+    # py-spy's clock is not the steps' clock: offset samples so they do not all
+    # land exactly on step starts.
+    t = start + 3_700_000 + (change * (1e9 / hz)).astype(np.int64)
     d = np.diff(np.append(change, len(idx))) * int(1e9 / hz)
     stacks = np.array([c[0] for c in choices], dtype=object)[idx[change]]
     return pd.DataFrame({"ts_ns": t, "dur_ns": d, "pid": pid, "tid": tid, "stack": stacks,
