@@ -43,6 +43,8 @@ METRICS = [
     Metric("steady.kernel_conv_share", "ratio", "Share of kernel time in convolution kernels."),
     Metric("steady.kernel_elementwise_share", "ratio", "Share of kernel time in elementwise, reduction and norm kernels."),
     Metric("steady.memcpy_window_share", "ratio", "Share of kernel-window time with a host<->device memcpy running."),
+    Metric("steady.memcpy_exposed_share", "ratio",
+           "Share of kernel-window time with a memcpy running and no kernel: copy time not hidden behind compute."),
     Metric("steady.memcpy_pageable_fraction", "ratio", "Fraction of memcpy time in kernel windows from pageable host memory."),
 ]
 
@@ -153,16 +155,23 @@ def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
     total_span = 0
     busy = 0
     copy_busy = 0
+    exposed = 0
     gaps: list[np.ndarray] = []
     for w, g in k.groupby("window"):
         kg = g[g["kind"].astype(str) == "kernel"]
         row = windows[windows["window"] == w] if not windows.empty else windows
+        first = int(g["ts_ns"].min())
+        last = int((g["ts_ns"] + g["dur_ns"]).max())
         if not row.empty:
             a = int(row["ts_ns"].iloc[0])
             b = a + int(row["dur_ns"].iloc[0])
+            if last > b:
+                # The GPU still ran this window's work after the host left it: it runs behind
+                # a queue of launches, so its timeline for these steps is the activity span,
+                # not the host's (the time before the first activity went to earlier work).
+                a, b = first, last
         else:
-            a = int(g["ts_ns"].min())
-            b = int((g["ts_ns"] + g["dur_ns"]).max())
+            a, b = first, last
         if b <= a:
             continue
         total_span += b - a
@@ -171,7 +180,9 @@ def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
         busy += intervals.clipped_total(ks, ke, a, b)
         cg = g[g["kind"].astype(str) == "memcpy"]
         cs = cg["ts_ns"].to_numpy(dtype=np.int64)
-        copy_busy += intervals.clipped_total(cs, cs + cg["dur_ns"].to_numpy(dtype=np.int64), a, b)
+        ce = cs + cg["dur_ns"].to_numpy(dtype=np.int64)
+        copy_busy += intervals.clipped_total(cs, ce, a, b)
+        exposed += _uncovered(cs, ce, ks, ke, a, b)
         ms, me = intervals.merge(ks, ke)
         if len(ms) > 1:
             gaps.append(ms[1:] - me[:-1])
@@ -179,6 +190,7 @@ def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
         out["steady.gpu_busy_kernels"] = busy / total_span
         out["steady.kernel_idle_share"] = 1 - busy / total_span
         out["steady.memcpy_window_share"] = copy_busy / total_span
+        out["steady.memcpy_exposed_share"] = exposed / total_span
     if not kern.empty:
         kd = num(kern["dur_ns"])
         out["steady.kernel_mean_us"] = float(np.nanmean(kd)) / 1e3
@@ -199,3 +211,16 @@ def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
         pageable = copies["src_mem"].astype(str).eq("pageable").to_numpy()
         tot = float(np.nansum(cd))
         out["steady.memcpy_pageable_fraction"] = float(np.nansum(cd[pageable])) / tot if tot > 0 else None
+
+
+def _uncovered(cs: np.ndarray, ce: np.ndarray, ks: np.ndarray, ke: np.ndarray, a: int, b: int) -> int:
+    """Time in [a, b] covered by the copies but by no kernel (ns).
+
+    A copy engine runs beside the SMs: copy time overlapped with a kernel on another
+    stream costs no throughput; only the time copies run alone can be a transfer limit.
+    """
+    s, e = intervals.merge(np.clip(cs, a, b), np.clip(ce, a, b))
+    if len(s) == 0:
+        return 0
+    under_kernels = intervals.covered(ks, ke, s, e)
+    return int(np.sum(e - s) - np.sum(under_kernels))
