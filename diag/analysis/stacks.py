@@ -20,6 +20,17 @@ IO_FRAME = re.compile(
     r"cv2/[^;]*|fsspec/[^;]*|s3fs/[^;]*|boto[^;]*|datasets/[^;]*)\.py:\d+\)$"
 )
 
+# Frames of a wait for another process of the same program: a multiprocessing
+# pipe or queue (a DataLoader's main process waiting for a batch from its
+# workers, or a worker waiting for indices). The leaf is a select/poll/read on
+# a pipe to one's own worker, which is not input I/O: only descriptors that lead
+# to a file or a remote peer are. Single-process DataLoader loading
+# (_next_data -> fetch) is not matched: its reads are the program's own I/O.
+WORKER_WAIT_FRAME = re.compile(
+    r"\((?:[^;()]*/)?multiprocessing/(?:connection|queues)\.py:\d+\)"
+    r"|(?:\w+\.)*(?:_try_get_data|_get_data) \((?:[^;()]*/)?torch/utils/data/dataloader\.py:\d+\)"
+)
+
 
 # Frames only a thread inside a model call has on its stack: a torch Module call or an ORT run.
 MODEL_FRAME = re.compile(r"(?:_call_impl|_wrapped_call_impl) \([^;]*torch/nn/modules/module\.py|run \([^;]*onnxruntime/")
@@ -33,8 +44,8 @@ def _judge(stacks: pd.Series, test: Callable[[str], bool]) -> pd.Series:
 
 
 def io_frames(stacks: pd.Series) -> pd.Series:
-    """Whether each stack's innermost frame waits on a file or socket read."""
-    return _judge(stacks, lambda s: bool(IO_FRAME.match(s.rpartition(";")[2])))
+    """Whether each stack's innermost frame waits on a file or socket read (not on a worker process)."""
+    return _judge(stacks, lambda s: bool(IO_FRAME.match(s.rpartition(";")[2])) and not WORKER_WAIT_FRAME.search(s))
 
 
 def model_frames(stacks: pd.Series) -> pd.Series:
