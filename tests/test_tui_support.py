@@ -1,7 +1,7 @@
 """Shared fixtures for the TUI tests: runs on disk, canned diagnoses, an app in one line.
 
 Holds no tests itself. To add a fixture run (e.g. the recorded H200 run), put
-its directory under tests/data/ and add its name to RECORDED: the snapshot
+its directory under tests/data/ and add it to RECORDED: the snapshot
 tests pick it up. Keep `diag analyze RUN --json > RUN/tui_diagnosis.json` beside
 it so its snapshots show a fixed diagnosis; without it the engine diagnoses it.
 """
@@ -26,8 +26,9 @@ from diag.tui.source import RunSource
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SYNTHETIC = ("gpu_compute", "cpu_preprocess")
-RECORDED: tuple[str, ...] = ()  # directory names under tests/data/, e.g. "h200_encoder"
-FIXTURES = SYNTHETIC + tuple(name for name in RECORDED if os.path.isdir(os.path.join(DATA, name)))
+# fixture name -> recorded run directory under tests/data/
+RECORDED: dict[str, str] = {"h200_encoder": "gpu/encoder_batch", "h200_server": "gpu/encoder_server"}
+FIXTURES = SYNTHETIC + tuple(name for name, path in RECORDED.items() if os.path.isdir(os.path.join(DATA, path)))
 SIZE = (100, 30)
 
 
@@ -80,7 +81,7 @@ def tui_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Run directories by fixture name: the synthetic ones written once per session."""
     root = tmp_path_factory.mktemp("tui_runs")
     runs = {name: write_synthetic_run(str(root / name), 20.0, name) for name in SYNTHETIC}
-    runs.update({name: os.path.join(DATA, name) for name in FIXTURES if name not in runs})
+    runs.update({name: os.path.join(DATA, RECORDED[name]) for name in FIXTURES if name not in runs})
     return runs
 
 

@@ -43,29 +43,19 @@ def latency_summary(run: Run) -> pd.DataFrame:
 
 
 def queue_vs_service(run: Run) -> pd.DataFrame:
-    """Per request: queue wait (arrival to its first step) and service time, in ms.
+    """Per request: queue wait (arrival to the step that served it) and service time, in ms.
 
-    A request's first step is the first step on the same thread that starts
-    inside it; a request with no step inside has no split (NaN queue).
+    The matching of requests to steps is analysis's (latency.queue_wait_ns), so the
+    views show the numbers the verdict used; a request with no step has NaN queue.
     """
+    from diag.analysis.latency import queue_wait_ns
+
     req = _requests(run)
     cols = ["t_s", "latency_ms", "queue_ms", "service_ms"]
     if req.empty:
         return pd.DataFrame(columns=cols)
-    steps = run.table("steps")
     req = req.sort_values("ts_ns").reset_index(drop=True)
-    first = pd.Series(np.nan, index=req.index)
-    if not steps.empty:
-        for tid, r in req.groupby("tid"):
-            s = steps[steps["tid"] == tid]["ts_ns"].sort_values().to_numpy()
-            if len(s) == 0:
-                continue
-            i = np.searchsorted(s, r["ts_ns"].to_numpy())
-            found = i < len(s)
-            cand = np.where(found, s[np.minimum(i, len(s) - 1)], np.nan)
-            inside = found & (cand <= (r["ts_ns"] + r["dur_ns"]).to_numpy())
-            first.loc[r.index] = np.where(inside, cand, np.nan)
-    queue = (first - req["ts_ns"]) / 1e6
+    queue = pd.Series(queue_wait_ns(req, run.table("steps")) / 1e6, index=req.index)
     latency = req["dur_ns"] / 1e6
     return pd.DataFrame({"t_s": run.seconds(req["ts_ns"]), "latency_ms": latency, "queue_ms": queue,
                          "service_ms": latency - queue})
