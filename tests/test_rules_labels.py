@@ -87,7 +87,7 @@ def test_trap_slow_imports_beyond_baseline_count_when_measured(tmp_path):
     b.steps(9.5, 0.02, 0.019, 500)
     b.thread_cpu(1.0)
     d = diagnose(b.write())
-    assert d.metrics["startup.baseline_s"] == pytest.approx(9.0)
+    assert d.metrics["startup.baseline_s"] == pytest.approx(9.0 + 0.3)  # the import + the interpreter allowance
     assert d.scores["cold_start"] == 0.0
 
 

@@ -4,7 +4,9 @@
 - warm-up: the steps after it until latency settles: the first step from which
   the rolling median of step latency stays within `SETTLE_TOLERANCE` of the
   steady median (the median of the second half of the steps), capped at half
-  of the steps so a drifting workload still has a steady state;
+  of the steps so a drifting workload still has a steady state; and at least
+  the leading steps whose input shape never occurs again (pre-warming each
+  expected shape with a dummy batch), when the later steps repeat their shapes;
 - steady: the rest, up to the end of the last step (or request).
 
 A run with steps is phased on the thread that spends the most time in steps;
@@ -90,13 +92,43 @@ def settle_index(dur: np.ndarray) -> int:
     return int(min(idx[0] + 1 if len(idx) else n // 2, n // 2))
 
 
+def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
+    """Which steps are leading warm-up calls on an input shape that never occurs again.
+
+    Pre-warming every expected shape with a dummy batch is the standard idiom: those
+    calls' outputs are thrown away, so all of their time is one-time cost. Only
+    counted when the steps after them repeat their shapes (with a new shape on every
+    step, as in a growing decode context, a one-off shape says nothing), in the first
+    half of the steps, and where the one-off steps are most of the prefix they end.
+    """
+    n = len(shapes)
+    out = np.zeros(n, dtype=bool)
+    if n < 4:
+        return out
+    keys = pd.Series(shapes).astype(object).where(pd.notna(shapes), None)
+    if keys.isna().any():
+        return out
+    once = (keys.map(keys.value_counts()) == 1).to_numpy()
+    cand = np.flatnonzero(once[: n // 2])
+    for j in cand[::-1]:  # the longest qualifying prefix
+        rest = keys.iloc[j + 1:]
+        if once[: j + 1].sum() * 2 >= j + 1 and rest.nunique() * 2 <= len(rest):
+            out[: j + 1] = once[: j + 1]
+            break
+    return out
+
+
 def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: np.ndarray,
-                 end_ns: int) -> tuple[Span, Span | None, Span, int]:
+                 end_ns: int, shapes: np.ndarray | None = None) -> tuple[Span, Span | None, Span, int]:
     start = run.start_ns
     first_end = int(ts[0] + dur[0])
     startup = Span("startup", start, max(start, first_end))
     lat = np.where(valid, dur.astype(float), np.nan)
     k = settle_index(lat)
+    if shapes is not None:
+        one_off = np.flatnonzero(one_off_shapes(shapes))
+        if len(one_off):
+            k = max(k, int(one_off[-1]) + 1)
     if k <= 1 or k >= len(ts):
         warm_end = startup.end_ns
         warmup = None
@@ -128,7 +160,8 @@ def compute_phases(run: Run) -> Phases:
     if main is not None:
         pid, tid = main
         on = (steps["pid"].to_numpy() == pid) & (steps["tid"].to_numpy() == tid)
-        mine = steps[["ts_ns", "dur_ns", "in_window"]][on]  # sorted by ts_ns already
+        cols = ["ts_ns", "dur_ns", "in_window"] + (["shapes"] if "shapes" in steps.columns else [])
+        mine = steps[cols][on]  # sorted by ts_ns already
         ends = steps["ts_ns"].to_numpy(dtype=np.int64) + steps["dur_ns"].to_numpy(dtype=np.int64)
         # startup ends with the first step anywhere (a worker thread may step first)
         ts = mine["ts_ns"].to_numpy(dtype=np.int64)
@@ -136,7 +169,8 @@ def compute_phases(run: Run) -> Phases:
         valid = ~as_bool(mine["in_window"])
         if not valid.any():  # every step was profiled: their latency is all there is
             valid[:] = True
-        startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end))
+        shapes = mine["shapes"].to_numpy() if "shapes" in mine.columns else None
+        startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end), shapes)
         startup.end_ns = min(startup.end_ns, int(ends.min()))
         if warmup is not None:
             warmup.start_ns = startup.end_ns
