@@ -49,3 +49,16 @@ def test_short_cpu_job_with_prewarm_is_cold_start(tmp_path):
     d = diagnose(run)
     assert d.primary == "cold_start", d.scores
 
+
+def test_warmup_slowed_by_the_run_queue_is_not_warmup(tmp_path):
+    b = RunBuilder(str(tmp_path), duration_s=30.0, gpu=False)
+    b.event("import", 0.1, 1.0, "torch")
+    # 40 steps at 200 ms (another process held the cores), then 10 ms steps
+    slow = b.steps(2.0, 0.2, 0.2, 40, shapes="[[1,60]]")
+    b.steps(slow[-1][1] + 0.01, 0.011, 0.01, 2000, shapes="[[1,60]]")
+    # the stepping thread waited for a core 95% of the time during the slow steps
+    for t in np.arange(0, 30.0, 0.1):
+        delay = 0.95 * (min(t, slow[-1][1]) - 2.0) if t > 2.0 else 0.0
+        b.add("threads", ts_ns=ns(t), pid=1000, tid=1000, user_s=0.5 * t, system_s=0.0, run_delay_s=delay)
+    m = compute_metrics(b.write())
+    assert m["warmup.excess_s"] < 1.0  # 7.6 s without the run-queue delay

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import as_bool
@@ -34,7 +35,7 @@ METRICS = [
     Metric("startup.excess_s", "s", "Startup beyond the baseline."),
     Metric("warmup.duration_s", "s", "Length of the warm-up phase (steps until latency settles)."),
     Metric("warmup.steps", "count", "Steps in the warm-up phase."),
-    Metric("warmup.excess_s", "s", "Extra time warm-up steps took over the steady median step; all of a pre-warm call on a shape never seen again."),
+    Metric("warmup.excess_s", "s", "Extra time warm-up steps took over the steady median step (less their run-queue delay); all of a pre-warm call on a shape never seen again."),
     Metric("coldstart.share", "ratio", "(startup excess + warm-up excess) / run duration: the one-time cost share."),
     Metric("coldstart.excess_s", "s", "Startup excess + warm-up excess, seconds."),
 ]
@@ -89,6 +90,8 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
             d = num(mine["dur_ns"])
             # a pre-warm call's output is thrown away: all of it is one-time cost
             contrib = np.where(once, d, np.clip(d - med, 0, None))
+            contrib -= _run_delay_ns(run, phases, mine)  # waiting for a core warms nothing up
+            contrib = np.clip(contrib, 0, None)
             warm_excess = float(contrib[early].sum()) / 1e9
             # the first step's excess is already part of startup
             if len(mine) and int(mine["ts_ns"].iloc[0]) == int(steps["ts_ns"].iloc[0]):
@@ -106,3 +109,26 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
     out["coldstart.share"] = (excess + warm_excess) / duration if duration > 0 else None
     return out
 
+
+def _run_delay_ns(run: Run, phases: Phases, steps: pd.DataFrame) -> np.ndarray:
+    """Per step: how long the stepping thread sat in the run queue during it (schedstat run delay).
+
+    A step that is slow because another process held the cores did not warm anything up.
+    """
+    out = np.zeros(len(steps))
+    th = run.table("threads")
+    if th.empty or "run_delay_s" not in th.columns or not len(steps):
+        return out
+    th = th[(th["pid"] == phases.main_pid) & (th["tid"] == phases.main_tid)]
+    ts = th["ts_ns"].to_numpy(dtype=np.int64)
+    v = num(th["run_delay_s"])
+    ok = ~np.isnan(v)
+    ts, v = ts[ok], v[ok]
+    if len(ts) < 2:
+        return out
+    order = np.argsort(ts, kind="stable")
+    ts, v = ts[order], np.maximum.accumulate(v[order])  # cumulative counter, forward-filled
+    a = steps["ts_ns"].to_numpy(dtype=np.int64)
+    b = a + steps["dur_ns"].to_numpy(dtype=np.int64)
+    # the counter at a time: linear between samples (samples are ~100 ms apart, steps can be shorter)
+    return np.clip(np.interp(b, ts, v) - np.interp(a, ts, v), 0, None) * 1e9
