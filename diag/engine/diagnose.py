@@ -18,6 +18,10 @@ MIN_STEADY_CALLS = 5  # steps or requests
 MIN_TRACE_CALLS = 1  # an imported profiler trace: a few steps, measured exactly
 # Labels that do not need a steady state (one-time costs).
 NO_STEADY_NEEDED = ("cold_start",)
+# A stepping thread busy (inside the model or working outside it) less than this
+# share of the steady state, with no requests, is paced by a timer or its input:
+# when only fallbacks found anything, it has no bottleneck to name.
+IDLE_BUSY_MAX = 0.2
 # When two labels tie, the more specific explanation wins.
 PRIORITY = ("queueing", "cold_start", "transfer_bound", "launch_bound", "io_bound", "memory_bound",
             "cpu_bound", "compute_bound")
@@ -55,7 +59,11 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
 
     best = max(LABELS, key=lambda lb: (scores[lb], -PRIORITY.index(lb)))
     primary: str | None = best if scores[best] >= PRIMARY_MIN else None
-    if primary is None:
+    idle = not lacking and not any(f.label for f in findings if f not in fallbacks) and _idle(metrics)
+    if idle:
+        primary = None
+        findings.append(_idle_finding(metrics))
+    elif primary is None:
         findings.append(_no_verdict(lacking, phases, metrics))
     rank = {"high": 3, "medium": 2, "low": 1, "info": 0}
     findings.sort(key=lambda f: (f.label == primary and primary is not None, f.label is not None,
@@ -115,6 +123,27 @@ def _lacking_evidence(phases: Phases, metrics: dict[str, float | None], trace: b
         return (f"the steady state is too short to judge ({steady_s:.2f} s, {calls:.0f} steps or requests; "
                 f"needs {MIN_STEADY_S:g} s and {MIN_STEADY_CALLS})")
     return ""
+
+
+def _idle(metrics: dict[str, float | None]) -> bool:
+    """The stepping thread is mostly idle and serves no requests: paced by a timer or its input rate."""
+    inside, outside = metrics.get("steady.inside_model_share"), metrics.get("steady.outside_busy_share")
+    if inside is None or outside is None or (metrics.get("steady.requests") or 0) > 0:
+        return False
+    return inside + outside < IDLE_BUSY_MAX
+
+
+def _idle_finding(metrics: dict[str, float | None]) -> Finding:
+    busy = (metrics.get("steady.inside_model_share") or 0.0) + (metrics.get("steady.outside_busy_share") or 0.0)
+    title = (f"The program is idle most of the time: the stepping thread is busy {busy:.0%} of the steady state "
+             "(paced by a timer or by its input rate); nothing to speed up")
+    text = ("No resource limits this program: it waits for its own schedule or for input that comes slowly. "
+            "Make it faster only if each call's latency matters; otherwise it has room for more work.")
+    ev = [Evidence("steady.inside_model_share", metrics.get("steady.inside_model_share"), "ratio"),
+          Evidence("steady.outside_busy_share", metrics.get("steady.outside_busy_share"), "ratio"),
+          Evidence("steady.known_wait_share", metrics.get("steady.known_wait_share"), "ratio")]
+    return Finding(rule="verdict.idle", label=None, severity="info", title=title, evidence=ev,
+                   recommendations=[Recommendation(text=text)])
 
 
 def _no_verdict(lacking: str, phases: Phases, metrics: dict[str, float | None]) -> Finding:
