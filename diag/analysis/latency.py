@@ -131,9 +131,13 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Per request: time from arrival to the start of the step that served it (NaN if none).
 
     A thread that serves its requests one at a time serves each with its first
-    step on that thread. A request handed to another thread (a worker or batcher) is served
-    by the last step of its process that ends before the request completes:
-    the first step in its span would usually be another request's.
+    step on that thread. A request closed by a thread juggling several (a pool
+    thread taking requests that all arrived in one burst) was served by the last
+    step of that thread that started inside the request: the thread closes the
+    request after its step. Otherwise (a request handed to a batcher) it is served
+    by the last step of its process that ends before the request completes and
+    started inside it: the first step in its span would usually be another
+    request's, and a step that starts after the request closed cannot have served it.
     """
     out = np.full(len(req), np.nan)
     if steps.empty:
@@ -158,16 +162,26 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
         last_ok = (j >= 0)
         jj = np.clip(j, 0, None)
         last_start = np.where(last_ok, st_by_end[jj], -1)
-        last_ok &= last_start >= r_ts[sel]
+        last_ok &= (last_start >= r_ts[sel]) & (last_start < r_end[sel])
         last_ok &= dense[jj] & dense[np.clip(jj + 1, 0, len(dense) - 1)]
         out[sel[last_ok]] = (last_start[last_ok] - r_ts[sel][last_ok]).astype(float)
-        # a thread serving its requests one at a time: the first step on it inside the request
         for tid, tg in g.groupby("tid"):
             tsel = sel[r_tid[sel] == tid]
-            if not len(tsel) or _concurrent(r_ts[tsel], r_end[tsel]):
+            if not len(tsel):
                 continue
             tst = tg["ts_ns"].to_numpy(dtype=np.int64)
             tdense = weights(tg) == 1
+            if _concurrent(r_ts[tsel], r_end[tsel]):
+                # several requests open at once on this thread: the last of its steps starting
+                # inside the request served it (the thread closed the request after that step)
+                k = np.searchsorted(tst, r_end[tsel], side="left") - 1
+                ok = k >= 0
+                kk = np.clip(k, 0, len(tst) - 1)
+                last = np.where(ok, tst[kk], -1)
+                ok &= (last >= r_ts[tsel]) & tdense[kk] & tdense[np.clip(kk + 1, 0, len(tst) - 1)]
+                out[tsel[ok]] = (last[ok] - r_ts[tsel][ok]).astype(float)
+                continue
+            # a thread serving its requests one at a time: the first step on it inside the request
             k = np.searchsorted(tst, r_ts[tsel], side="left")
             ok = k < len(tst)
             kk = np.clip(k, 0, len(tst) - 1)
