@@ -175,3 +175,39 @@ def test_real_pyspy_recording(tmp_path) -> None:
     assert spin["dur_ns"].sum() > 0.3e9  # most of 1.2 s spinning
     waits = df[df["stack"].str.contains("waiter")]
     assert not waits.empty and waits["idle"].any()  # parked in threading's Event.wait
+
+
+def test_forked_child_sharing_a_thread_id_keeps_its_own_stack(tmp_path) -> None:
+    """py-spy --subprocesses diffs a forked worker's samples against its parent's last stack (same tid).
+
+    What py-spy writes: each worker sample ends the parent's frames (E, never begun under the
+    worker's pid) and begins the worker's whole stack from its `process N` root frame.
+    """
+    def e(name: str, ph: str, pid: int, ts: int, filename: str = "/srv/app.py", line: int = 1) -> dict:
+        return {"args": {"filename": filename, "line": line}, "cat": "py-spy", "name": name, "ph": ph,
+                "pid": pid, "tid": MAIN, "ts": ts}
+
+    parent = [("process 10:\"python app.py\"", ""), ("<module>", "/srv/app.py"), ("wait", "/srv/app.py")]
+    child = [("process 11:\"python app.py\"", ""), ("<module>", "/srv/app.py"), ("loop", "/srv/app.py"),
+             ("decode", "/srv/app.py")]
+    events = [e(n, "B", 10, 0, f, 0 if not f else 1) for n, f in parent]
+    for k in range(1, 200):
+        pid, now, prev = (11, child, parent) if k % 2 else (10, parent, child)
+        events += [e(n, "E", pid, k * 100, f, 0 if not f else 1) for n, f in reversed(prev[1:])]
+        events += [e(n, "B", pid, k * 100, f, 0 if not f else 1) for n, f in now]
+    path = tmp_path / "pyspy.json"
+    path.write_text(dump(events) + "\n")
+    df = parse_pyspy(str(path), START)
+    depth = df["stack"].str.count(";") + 1
+    assert depth[df["pid"] == 11].max() == 4 and depth[df["pid"] == 10].max() == 3
+    assert set(df.loc[df["pid"] == 11, "stack"]) == {
+        'process 11:"python app.py" (:0);<module> (/srv/app.py:1);loop (/srv/app.py:1);decode (/srv/app.py:1)'}
+
+
+def test_depth_is_capped(tmp_path) -> None:
+    # B events that are never ended (a lost track): the stack is reset, not grown without bound
+    events = [ev(f"f{i}", "B", MAIN, 100 + i) for i in range(3000)]
+    path = tmp_path / "pyspy.json"
+    path.write_text(dump(events) + "\n")
+    df = parse_pyspy(str(path), START)
+    assert (df["stack"].str.count(";") + 1).max() <= 1100

@@ -20,6 +20,15 @@ skipped as idle simply keeps its last stack. `idle` is therefore a heuristic:
 True when the innermost frame is a known blocking wait of the standard library
 (IDLE_FRAMES). A bare `time.sleep()` in user code cannot be told apart.
 
+Forked processes: py-spy keeps the previous stack it diffs against per thread
+id only, and a forked child's main thread has the same pthread id as the
+parent thread that forked it. With --subprocesses, py-spy then emits a
+worker's sample as the diff against its parent's last stack: `E` events for
+frames the worker never had, then `B` events for the worker's whole stack. A
+stack begins with a `process N:"cmd"` root frame, which can only be the
+outermost: a `B` of one resets the thread's stack, and a stack deeper than
+Python's recursion limit allows is reset as a last resort.
+
 Robustness and speed: py-spy killed mid-write leaves a truncated JSON array;
 events are matched one by one with a regular expression over the (memory
 mapped) file, so every complete event is kept. serde writes py-spy's fields in
@@ -83,6 +92,10 @@ def _thread_name_re(s: bytes) -> re.Pattern[bytes]:
 _FAST_RE, _EXACT_RE = _event_re(_FAST_STR), _event_re(_EXACT_STR)
 _FRAME_RE = re.compile(rb'^\{"filename":"(.*)","line":(null|\d+)(?:,"name":".*")?\},"cat":".*","name":"(.*)"$', re.S)
 CHUNK = 16 << 20
+# A root frame (py-spy --subprocesses): `process N:"cmd"`, no file. Only ever outermost.
+_ROOT_FRAME = b'{"filename":"","line":'
+_ROOT_NAME = b'"name":"process '
+MAX_DEPTH = 1100  # deeper than CPython's default recursion limit (1000): the replay lost track
 
 # One event, raw: (frame, phase, b'pid,"tid":tid,"ts":ts')
 RawEvent = tuple[bytes, bytes, bytes]
@@ -219,6 +232,8 @@ def parse_pyspy(path: str, start_ns: int, tid_map: dict[int, int] | None = None)
                 if prefixes:
                     prefixes.pop()
                 continue
+            if (frame.startswith(_ROOT_FRAME) and _ROOT_NAME in frame) or len(prefixes) >= MAX_DEPTH:
+                prefixes.clear()  # a new stack from its root: nothing that came before encloses it
             parent = prefixes[-1] if prefixes else ""
             stack = stacks.get((parent, frame))
             if stack is None:
