@@ -133,8 +133,8 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     A thread that serves its requests one at a time serves each with its first
     step on that thread. A request closed by a thread juggling several (a pool
     thread taking requests that all arrived in one burst) was served by the last
-    step of that thread that started inside the request: the thread closes the
-    request after its step. Otherwise (a request handed to a batcher) it is served
+    step of that thread that started inside the request and ended before it
+    closed: the thread closes the request after its step. Otherwise (a request handed to a batcher) it is served
     by the last step of its process that ends before the request completes and
     started inside it: the first step in its span would usually be another
     request's, and a step that starts after the request closed cannot have served it.
@@ -172,13 +172,17 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
             tst = tg["ts_ns"].to_numpy(dtype=np.int64)
             tdense = weights(tg) == 1
             if _concurrent(r_ts[tsel], r_end[tsel]):
-                # several requests open at once on this thread: the last of its steps starting
-                # inside the request served it (the thread closed the request after that step)
-                k = np.searchsorted(tst, r_end[tsel], side="left") - 1
+                # several requests open at once on this thread: it closed each right after the
+                # step that served it, the last of its steps that started inside the request
+                # and ended before it closed
+                ten = tst + tg["dur_ns"].to_numpy(dtype=np.int64)
+                order = np.argsort(ten, kind="stable")
+                k = np.searchsorted(ten[order], r_end[tsel], side="right") - 1
                 ok = k >= 0
-                kk = np.clip(k, 0, len(tst) - 1)
+                kk = order[np.clip(k, 0, None)]
                 last = np.where(ok, tst[kk], -1)
-                ok &= (last >= r_ts[tsel]) & tdense[kk] & tdense[np.clip(kk + 1, 0, len(tst) - 1)]
+                ok &= (last >= r_ts[tsel]) & (last < r_end[tsel]) & tdense[kk]
+                ok &= tdense[order[np.clip(k + 1, 0, len(order) - 1)]]
                 out[tsel[ok]] = (last[ok] - r_ts[tsel][ok]).astype(float)
                 continue
             # a thread serving its requests one at a time: the first step on it inside the request
