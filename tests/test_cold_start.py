@@ -62,3 +62,15 @@ def test_warmup_slowed_by_the_run_queue_is_not_warmup(tmp_path):
         b.add("threads", ts_ns=ns(t), pid=1000, tid=1000, user_s=0.5 * t, system_s=0.0, run_delay_s=delay)
     m = compute_metrics(b.write())
     assert m["warmup.excess_s"] < 1.0  # 7.6 s without the run-queue delay
+
+
+def test_diags_own_profiler_init_is_not_the_programs_cold_start() -> None:
+    """The H200 run of a steady compute job: 4.7 s of CUPTI init sits in its startup."""
+    import os
+
+    from diag.store.run import open_run
+
+    run = open_run(os.path.join(os.path.dirname(__file__), "data", "gpu_heldout", "pinned_stream"))
+    m = compute_metrics(run)
+    assert m["startup.diag_s"] > 3.0
+    assert m["startup.excess_s"] < m["startup.duration_s"] - m["startup.baseline_s"] - 3.0

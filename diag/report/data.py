@@ -111,8 +111,10 @@ def _verdict(diagnosis: Diagnosis) -> dict[str, Any]:
     primary = diagnosis.primary
     top = sorted(diagnosis.findings, key=lambda f: _SEVERITY_RANK.get(f.severity, 0), reverse=True)
     lead = next((f.title for f in top if f.label == primary), top[0].title if top else "")
-    if primary is None:
-        return {"label": None, "text": "No verdict: the run holds too little evidence to classify it.", "lead": lead}
+    if primary is None:  # the engine's own finding says why (too little evidence, or an idle program)
+        why = next((f.title for f in diagnosis.findings if f.rule.startswith("verdict.")),
+                   "the run holds too little evidence to classify it")
+        return {"label": None, "text": f"No verdict: {why}", "lead": lead}
     return {"label": primary, "text": LABEL_TEXT.get(primary, ""), "lead": lead,
             "score": round(float(diagnosis.scores.get(primary, 0.0)), 3)}
 

@@ -57,7 +57,8 @@ def _verdict(d: Diagnosis) -> Text:
         score = d.scores.get(d.primary, 0)
         head += Text(f"  (score {score:.2f}{', weak evidence' if score < 0.4 else ''})", style="dim")
     else:
-        head += Text("none", style="bold yellow") + Text("  (too little evidence)", style="dim")
+        why = next((f.title for f in d.findings if f.rule.startswith("verdict.")), "too little evidence")
+        head += Text("none", style="bold yellow") + Text(f"  ({why})", style="dim")
     cmd = " ".join(str(c) for c in run.get("command") or [])
     head += Text(f"\n{cmd}  ·  {run.get('duration_s') or 0:.1f} s  ·  {where}", style="dim")
     return head
