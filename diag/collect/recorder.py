@@ -313,9 +313,14 @@ class Recorder:
         """Final flush (atexit)."""
         if self._closed:
             return
+        # Stop the flusher first: rows it has taken from the queue but not yet
+        # written would be lost if the writers closed under it.
+        self._stop.set()
+        flusher = self._thread
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join(timeout=2.0)
         self.flush(final=True)
         self._closed = True
-        self._stop.set()
         for w in list(self._writers.values()):
             w.close()
 
