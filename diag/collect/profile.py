@@ -152,9 +152,6 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
         launcher.unblock_in_child()
         raise DiagError(f"{cmd[0]}: cannot run ({exc.strerror or exc})", exit_code=126) from None
     manifest["pid"] = proc.pid
-    # From here on diag's own threads (and py-spy, started from them) yield the
-    # CPU to the target: threads created after this inherit the lower priority.
-    _lower_own_priority()
     samplers, off = _samplers(opts)
     for s in samplers:
         s.start(run_dir, proc.pid)
@@ -194,13 +191,6 @@ def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
     for m in metas:  # one process's rows: interpreter first, then each library as it is imported
         target.update({k: v for k, v in m.items() if k in ("python", "torch", "onnxruntime", "cuda_runtime") and v})
     manifest["versions"]["target"] = target
-
-
-def _lower_own_priority() -> None:
-    try:
-        os.nice(10)
-    except OSError:
-        pass
 
 
 def _raw_rows(run_dir: str, table: str) -> list[dict[str, Any]]:
