@@ -170,4 +170,5 @@ def _run_info(run: Run, metrics: dict[str, float | None]) -> dict[str, Any]:
             "duration_s": round(run.duration_s, 3),
             "device": "cuda" if metrics.get("run.gpu") else "cpu",
             "gpu": devices[0].get("name") if devices else None,
-            "run_id": m.get("run_id"), "partial": run.partial}
+            "run_id": m.get("run_id"), "partial": run.partial,
+            **({"imported_from": m["imported_from"]} if m.get("imported_from") else {})}

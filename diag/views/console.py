@@ -60,6 +60,8 @@ def _verdict(d: Diagnosis) -> Text:
         why = next((f.title for f in d.findings if f.rule.startswith("verdict.")), "too little evidence")
         head += Text("none", style="bold yellow") + Text(f"  ({why})", style="dim")
     cmd = " ".join(str(c) for c in run.get("command") or [])
+    if not cmd and isinstance(run.get("imported_from"), dict):  # a trace from another tool
+        cmd = f"imported {run['imported_from'].get('format', 'trace')}: {run['imported_from'].get('path', '')}"
     head += Text(f"\n{cmd}  ·  {run.get('duration_s') or 0:.1f} s  ·  {where}", style="dim")
     return head
 
