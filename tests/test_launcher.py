@@ -203,3 +203,20 @@ def test_ctrl_c_at_a_terminal_reaches_the_target_once(tmp_path: Path) -> None:
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         os.close(fd)
+
+
+def test_diags_own_failure_does_not_change_the_target(tmp_path: Path, monkeypatch) -> None:
+    """A sampler that blows up, and a run directory that cannot be sealed: the target's exit code stands."""
+    from diag.collect import profile
+
+    def broken(_opts):  # noqa: ANN001, ANN202
+        raise RuntimeError("sampler exploded")
+
+    def unsealable(_run_dir, _manifest):  # noqa: ANN001, ANN202
+        raise OSError("disk full")
+
+    monkeypatch.setattr(profile, "_samplers", broken)
+    monkeypatch.setattr(profile, "_seal", unsealable)
+    rec = profile.record(py("raise SystemExit(7)"), profile.ProfileOptions(out=str(tmp_path / "run"), stacks=False))
+    assert rec.exit_code == 7
+    assert open_run(str(tmp_path / "run")).partial  # still readable, flagged partial

@@ -152,28 +152,38 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
         launcher.unblock_in_child()
         raise DiagError(f"{cmd[0]}: cannot run ({exc.strerror or exc})", exit_code=126) from None
     manifest["pid"] = proc.pid
-    samplers, off = _samplers(opts)
-    for s in samplers:
-        s.start(run_dir, proc.pid)
-    # Samplers record their status as soon as they know it: a killed diag still says why.
-    manifest["collectors"].update(off)
-    manifest["collectors"].update({s.name: s.status() for s in samplers})
-    write_manifest(run_dir, manifest)
+    samplers: list[Sampler] = []
+    try:
+        samplers, off = _samplers(opts)
+        for s in samplers:
+            s.start(run_dir, proc.pid)
+        # Samplers record their status as soon as they know it: a killed diag still says why.
+        manifest["collectors"].update(off)
+        manifest["collectors"].update({s.name: s.status() for s in samplers})
+        write_manifest(run_dir, manifest)
+    except Exception as exc:  # noqa: BLE001 - diag's trouble never stops the target
+        _warn(f"recording degraded ({exc.__class__.__name__}: {exc})")
 
     outcome = launcher.wait(proc, opts.duration_s, opts.grace_s)
-    for s in samplers:
-        s.stop()
     launcher.unblock_in_child()
-
-    manifest.update(end_ns=time.time_ns(), exit_code=outcome.exit_code, signal=outcome.signal,
-                    stopped_by_duration=outcome.stopped_by_duration)
-    manifest["duration_s"] = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
-    manifest["collectors"].update({s.name: s.status() for s in samplers})
-    _merge_target_meta(run_dir, manifest)
-    manifest["collectors"]["kernels"] = _kernel_status(run_dir, opts)
-    write_manifest(run_dir, manifest)
-    _seal(run_dir, manifest)
+    try:
+        for s in samplers:
+            s.stop()
+        manifest.update(end_ns=time.time_ns(), exit_code=outcome.exit_code, signal=outcome.signal,
+                        stopped_by_duration=outcome.stopped_by_duration)
+        manifest["duration_s"] = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
+        manifest["collectors"].update({s.name: s.status() for s in samplers})
+        _merge_target_meta(run_dir, manifest)
+        manifest["collectors"]["kernels"] = _kernel_status(run_dir, opts)
+        write_manifest(run_dir, manifest)
+        _seal(run_dir, manifest)
+    except Exception as exc:  # noqa: BLE001 - the run stays readable (partial) from raw/
+        _warn(f"could not finish the run directory ({exc.__class__.__name__}: {exc}); it reads as partial")
     return Recording(run_dir, outcome.exit_code, manifest)
+
+
+def _warn(message: str) -> None:
+    print(f"diag: {message}", file=sys.stderr)
 
 
 def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
@@ -229,7 +239,7 @@ def _seal(run_dir: str, manifest: dict[str, Any]) -> None:
 
         seal(run_dir)
     except Exception as exc:  # noqa: BLE001 - the raw rows are still there
-        print(f"diag: could not write Parquet tables ({exc}); the run stays readable from raw/", file=sys.stderr)
+        _warn(f"could not write Parquet tables ({exc}); the run stays readable from raw/")
         return
     manifest["partial"] = False
     write_manifest(run_dir, manifest)
