@@ -14,7 +14,7 @@ from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import FrameTable
-from diag.tui.widgets.score_bars import bar
+from diag.tui.widgets.score_bars import share_lines
 
 
 @dataclass
@@ -27,14 +27,9 @@ class KernelsData:
 
 def categories_text(categories: pd.DataFrame, width: int = 24) -> Text:
     """One line per kernel category: name, bar of its share of GPU time, share, total."""
-    text = Text(no_wrap=True, overflow="crop")
-    for i, row in enumerate(categories.itertuples(index=False)):
-        text.append(f"{row.category:<12} ")
-        text.append(bar(float(row.share), width), style="bold")
-        text.append(f" {float(row.share) * 100:5.1f}%  {fmt.seconds(float(row.total_ms) / 1e3):>9}  {int(row.count):,}")
-        if i < len(categories) - 1:
-            text.append("\n")
-    return text
+    rows = [(str(r.category), float(r.share), f"  {fmt.seconds(float(r.total_ms) / 1e3):>9}  {int(r.count):,}")
+            for r in categories.itertuples(index=False)]
+    return share_lines(rows, 12, width)
 
 
 class KernelsView(View):

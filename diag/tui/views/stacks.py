@@ -16,7 +16,7 @@ from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import FrameTable
-from diag.tui.widgets.score_bars import bar
+from diag.tui.widgets.score_bars import share_lines
 
 ALL = "all phases"
 
@@ -31,14 +31,8 @@ class StacksData:
 
 def breakdown_text(breakdown: pd.DataFrame, width: int = 24) -> Text:
     """One line per part of the steady state's time: name, bar, share."""
-    text = Text(no_wrap=True, overflow="crop")
-    for i, row in enumerate(breakdown.itertuples(index=False)):
-        text.append(f"{row.part:<19} ")
-        text.append(bar(float(row.share), width), style="bold")
-        text.append(f" {float(row.share) * 100:5.1f}%")
-        if i < len(breakdown) - 1:
-            text.append("\n")
-    return text
+    rows = [(str(r.part), float(r.share), "") for r in breakdown.itertuples(index=False)]
+    return share_lines(rows, 19, width)
 
 
 class StacksView(View):

@@ -19,6 +19,18 @@ def bar(fraction: float, width: int) -> str:
     return ("█" * full + part).ljust(width)
 
 
+def share_lines(rows: list[tuple[str, float, str]], label_width: int, width: int = 24) -> Text:
+    """One line per (label, share, trailing text): the label, a bar of the share, the share in %."""
+    text = Text(no_wrap=True, overflow="crop")
+    for i, (label, share, tail) in enumerate(rows):
+        text.append(f"{label:<{label_width}} ")
+        text.append(bar(share, width), style="bold")
+        text.append(f" {share * 100:5.1f}%{tail}")
+        if i < len(rows) - 1:
+            text.append("\n")
+    return text
+
+
 class ScoreBars(Widget):
     """One line per label: name, a bar for its score in [0, 1], the score."""
 
