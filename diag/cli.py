@@ -106,14 +106,9 @@ def _silence_stdout() -> None:
 
 def _load(path: str, rule_dirs: Sequence[str]):  # noqa: ANN202 - (Run, Diagnosis)
     from diag.engine import diagnose
-    from diag.store.run import open_run
+    from diag.store.importers import open_any
 
-    if os.path.isfile(path):  # a trace from another tool (Kineto JSON, Nsight Systems SQLite)
-        from diag.store.importers import import_trace
-
-        run = import_trace(path)
-    else:
-        run = open_run(path)
+    run = open_any(path)
     return run, diagnose(run, rule_dirs=tuple(rule_dirs))
 
 
@@ -187,7 +182,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_tui(args: argparse.Namespace) -> int:
     from diag.tui import run_tui
 
-    return run_tui(args.run)
+    return run_tui(args.run, rule_dirs=tuple(args.rules))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

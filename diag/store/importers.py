@@ -26,7 +26,7 @@ import pandas as pd
 from diag.errors import DiagError
 from diag.store.kineto import load_trace, nest_depths, parse_trace
 from diag.store.manifest import SCHEMA
-from diag.store.run import TABLES, Run, _frame
+from diag.store.run import TABLES, Run, _frame, open_run
 
 # CUPTI_ActivityMemcpyKind and CUPTI_ActivityMemoryKind, as nsys stores them.
 COPY_KINDS = {0: None, 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -35,6 +35,13 @@ MEM_KINDS = {0: None, 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "m
              6: "device_static", 7: "managed_static"}
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 OFF = {"status": "off", "reason": "imported trace"}
+
+
+def open_any(path: str) -> Run:
+    """A run directory, or a trace file from another tool read as a run. DiagError if neither."""
+    if os.path.isfile(path):
+        return import_trace(path)
+    return open_run(path)
 
 
 def import_trace(path: str) -> Run:

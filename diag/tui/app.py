@@ -129,20 +129,21 @@ class DiagApp(App[int]):
             view.focus_main()
 
 
-def make_app(source: Source | str, diagnosis: Diagnosis | None = None) -> DiagApp:
-    """The TUI for `source`: a data source, or the path of a run directory (then `diagnosis`,
-    when given, is used instead of diagnosing the run again)."""
+def make_app(source: Source | str, diagnosis: Diagnosis | None = None,
+             rule_dirs: tuple[str, ...] = ()) -> DiagApp:
+    """The TUI for `source`: a data source, or the path of a run directory or trace (then
+    `diagnosis`, when given, is used instead of diagnosing the run again with `rule_dirs`)."""
     if isinstance(source, str):
-        source = RunSource.open(source, diagnosis)
+        source = RunSource.open(source, diagnosis, rule_dirs)
     return DiagApp(source)
 
 
-def run_tui(path: str, diagnosis: Diagnosis | None = None) -> int:
+def run_tui(path: str, diagnosis: Diagnosis | None = None, rule_dirs: tuple[str, ...] = ()) -> int:
     """Open the TUI on the run at `path`; raises DiagError (one line) on bad input.
 
     `diag profile --tui` passes the diagnosis it has just printed, so the verdict shows at once.
     """
-    app = make_app(path, diagnosis)
+    app = make_app(path, diagnosis, rule_dirs)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise DiagError("diag tui needs an interactive terminal (try diag analyze RUN instead)")
     app.run()

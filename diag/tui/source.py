@@ -17,7 +17,8 @@ from typing import Any, Protocol, TypeVar
 import pandas as pd
 
 from diag.engine.diagnosis import Diagnosis
-from diag.store.run import Run, open_run
+from diag.store.importers import open_any
+from diag.store.run import Run
 
 T = TypeVar("T")
 
@@ -68,17 +69,18 @@ def _hashable(value: Any) -> Any:
 class RunSource:
     """A recorded run as the TUI sees it. `diagnosis` may be given (tests, --tui after analyze)."""
 
-    def __init__(self, run: Run, diagnosis: Diagnosis | None = None) -> None:
+    def __init__(self, run: Run, diagnosis: Diagnosis | None = None, rule_dirs: tuple[str, ...] = ()) -> None:
         self.run = run
         self._diagnosis = diagnosis
+        self._rule_dirs = rule_dirs
         self._lock = threading.Lock()  # guards _locks only
         self._locks: dict[tuple[Any, ...], threading.Lock] = {}
         self._cache: dict[tuple[Any, ...], Any] = {}
 
     @classmethod
-    def open(cls, path: str, diagnosis: Diagnosis | None = None) -> RunSource:
-        """Open the run at `path`; raises DiagError when it is missing or not a run."""
-        return cls(open_run(path), diagnosis)
+    def open(cls, path: str, diagnosis: Diagnosis | None = None, rule_dirs: tuple[str, ...] = ()) -> RunSource:
+        """Open the run (or trace) at `path`; raises DiagError when it is missing or not a run."""
+        return cls(open_any(path), diagnosis, rule_dirs)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -97,7 +99,7 @@ class RunSource:
     def _diagnose(self) -> Diagnosis:
         from diag.engine import diagnose
 
-        return diagnose(self.run)
+        return diagnose(self.run, rule_dirs=self._rule_dirs)
 
     @_cached
     def timeline(self, max_points: int = 2000) -> list[Any]:
