@@ -326,15 +326,15 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
 def test_copy_directions(tmp_path) -> None:
     rec, hooks = _fake_hooks(tmp_path)
     host, pinned, gpu0, gpu1 = FakeTensor(None), FakeTensor(None, pinned=True), FakeTensor(0), FakeTensor(1)
-    hooks._copy("to", host, host, False, 1, 2)           # no device change: nothing
-    hooks._copy("to", gpu0, FakeTensor(0), False, 1, 2)  # same GPU: nothing
-    hooks._copy("to", host, gpu0, False, 1, 2)
-    hooks._copy("cuda", pinned, gpu0, True, 1, 2)
+    hooks._copy("to", host, host, (), {"non_blocking": False}, 0)           # no device change: nothing
+    hooks._copy("to", gpu0, FakeTensor(0), (), {"non_blocking": False}, 0)  # same GPU: nothing
+    hooks._copy("to", host, gpu0, (), {"non_blocking": False}, 0)
+    hooks._copy("cuda", pinned, gpu0, (), {"non_blocking": True}, 0)
     hooks.state.depth = 1
-    hooks._copy("cpu", gpu0, host, False, 1, 2)          # blocking d2h inside a step: also a sync
+    hooks._copy("cpu", gpu0, host, (), {"non_blocking": False}, 0)          # blocking d2h inside a step: also a sync
     hooks.state.depth = 0
-    hooks._copy("copy_", gpu0, gpu1, True, 1, 2)
-    hooks._copy("to", gpu0, pinned, True, 1, 2)          # non-blocking d2h into pinned memory: no sync
+    hooks._copy("copy_", gpu0, gpu1, (), {"non_blocking": True}, 0)
+    hooks._copy("to", gpu0, pinned, (), {"non_blocking": True}, 0)          # non-blocking d2h into pinned memory: no sync
     rows = [(r["api"], r["direction"], r["pinned"], r["non_blocking"], r["in_step"], r["bytes"])
             for r in _rows(rec, "copies")]
     assert rows == [("to", "h2d", False, False, False, 40), ("cuda", "h2d", True, True, False, 40),

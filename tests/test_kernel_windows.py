@@ -118,9 +118,10 @@ def run_steps(rec: FakeRecorder, n: int) -> list[bool]:
 
 
 def test_windows_written(tmp_path) -> None:
-    rec, _ = make(tmp_path)
+    rec, w = make(tmp_path)
     flags = run_steps(rec, 20)
     assert flags[4:6] == [True, True] and flags[9:11] == [True, True] and sum(flags) == 4
+    assert w.on_step_end not in rec.on_step_end  # done: steps no longer call it
     events = rec.table("events")
     assert [e["name"] for e in events] == ["profiler_init", "start", "stop", "start", "stop"]
     assert all(e["kind"] == "window" and e["dur_ns"] >= 0 for e in events)

@@ -244,7 +244,16 @@ class KernelWindows:
         except Exception as exc:  # noqa: BLE001 - a profiler failure must never reach the target
             self._abandon(f"torch.profiler {action} failed: {exc.__class__.__name__}: {exc}"[:300])
         finally:
+            if self.scheduler.finished:
+                self._detach()
             self._lock.release()
+
+    def _detach(self) -> None:
+        """All windows done (or abandoned): stop being called after every step."""
+        try:
+            self.recorder.on_step_end.remove(self.on_step_end)
+        except (ValueError, AttributeError):
+            pass
 
     def init_early(self) -> None:
         """Pay the profiler's one-time init now, during the program's set-up. Never raises."""

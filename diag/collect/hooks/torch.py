@@ -123,6 +123,10 @@ class TorchHooks:
         self.event_sync: Any = None  # the real Event.synchronize (ours would count as a sync)
         self.lock = threading.Lock()
         self.cuda_steps = 0
+        # CUDA-event timing: every step of the first `event_all`, then 1 in `event_every` (read once here).
+        self.cuda_events = bool(self.opts.get("cuda_events", True))
+        self.event_all = int(self.opts.get("cuda_event_all", 64))
+        self.event_every = max(1, int(self.opts.get("cuda_event_every", 4)))
         self.tracing = getattr(getattr(torch, "_C", None), "_get_tracing_state", None)
         self.nvtx_local = threading.local()
         self.nvtx_started: dict[Any, tuple[str, int, int]] = {}
@@ -213,7 +217,7 @@ class TorchHooks:
         try:
             row = self._step_row(mod, args, kwargs, seq, weight)
             device = row[_DEVICE]
-            if device[:4] == "cuda" or (device == "" and self._cuda_initialized()):
+            if self.cuda_events and (device[:4] == "cuda" or (device == "" and self._cuda_initialized())):
                 events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
         except Exception:  # noqa: BLE001 - never hurt the target
             pass
@@ -285,12 +289,9 @@ class TorchHooks:
 
     def _start_events(self, index: int | None) -> tuple[Any, Any, Any, int] | None:
         """A start event recorded now on the step's device, and its end event; None when not timed."""
-        if not self.opts.get("cuda_events", True):
-            return None
         n = self.cuda_steps
         self.cuda_steps = n + 1
-        every = max(1, int(self.opts.get("cuda_event_every", 4)))
-        if n >= int(self.opts.get("cuda_event_all", 64)) and n % every:
+        if n >= self.event_all and n % self.event_every:
             return None
         cuda = self.torch.cuda
         if cuda.is_current_stream_capturing():
@@ -336,23 +337,28 @@ class TorchHooks:
             self.rec.write("syncs", {"ts_ns": ts, "dur_ns": dur, "tid": self.rec.tid(), "api": api,
                                      "in_step": in_step, "weight": w})
 
-    def _copy(self, api: str, src: Any, dst: Any, non_blocking: bool, ts: int, dur: int) -> None:
-        """Record src -> dst if it crossed devices (and a sync for a blocking d2h)."""
+    def _copy(self, api: str, src: Any, dst: Any, args: tuple, kwargs: dict, t0: int) -> None:
+        """Record src -> dst if it crossed devices (and a sync for a blocking d2h).
+
+        Most calls are same-device casts: they leave at the first test, and the
+        costlier questions (pinned? non_blocking?) are asked only for a kept row.
+        """
+        dur = _perf_ns() - t0
         src_cuda, dst_cuda = src.is_cuda, dst.is_cuda
         if src_cuda == dst_cuda and (not src_cuda or src.get_device() == dst.get_device()):
             return
-        if dst_cuda and not src_cuda:
-            direction, pinned = "h2d", _pinned(src)
-        elif src_cuda and not dst_cuda:
-            direction, pinned = "d2h", _pinned(dst)
-        else:
-            direction, pinned = "d2d", None
+        direction = "h2d" if dst_cuda and not src_cuda else "d2h" if src_cuda and not dst_cuda else "d2d"
         w = self.rec.weight("copies")
+        if not w and direction != "d2h":
+            return
+        ts = _time_ns() - dur
+        non_blocking = _non_blocking(args, kwargs)
         if w:
+            host = src if direction == "h2d" else dst if direction == "d2h" else None
             self.rec.write("copies", {
                 "ts_ns": ts, "dur_ns": dur, "tid": self.rec.tid(), "api": api, "direction": direction,
-                "bytes": _nbytes(dst), "pinned": pinned, "non_blocking": bool(non_blocking),
-                "in_step": self.state.depth > 0, "weight": w})
+                "bytes": _nbytes(dst), "pinned": None if host is None else _pinned(host),
+                "non_blocking": bool(non_blocking), "in_step": self.state.depth > 0, "weight": w})
         if direction == "d2h" and not non_blocking:
             self._sync(f"Tensor.{api}", ts, dur)
 
@@ -364,12 +370,11 @@ class TorchHooks:
             orig = getattr(Tensor, api)
 
             def moved(self: Any, *args: Any, **kwargs: Any) -> Any:
-                ts = _time_ns()
                 t0 = _perf_ns()
                 out = orig(self, *args, **kwargs)
                 if out is not self and (self.is_cuda or out.is_cuda):
                     try:
-                        copy(api, self, out, _non_blocking(args, kwargs), ts, _perf_ns() - t0)
+                        copy(api, self, out, args, kwargs, t0)
                     except Exception:  # noqa: BLE001
                         pass
                 return out
@@ -384,12 +389,11 @@ class TorchHooks:
         orig_copy = Tensor.copy_
 
         def copy_(self: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
-            ts = _time_ns()
             t0 = _perf_ns()
             out = orig_copy(self, src, *args, **kwargs)
             if isinstance(src, Tensor) and (self.is_cuda or src.is_cuda):
                 try:
-                    copy("copy_", src, self, _non_blocking(args, kwargs), ts, _perf_ns() - t0)
+                    copy("copy_", src, self, args, kwargs, t0)
                 except Exception:  # noqa: BLE001
                     pass
             return out
