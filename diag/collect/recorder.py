@@ -193,6 +193,9 @@ class Recorder:
                 pid = self.pid
                 lines = [_step_line(r, pid) if type(r) is list else _encode(r) for r in rows]
             else:
+                if table == "events":  # detail is a JSON string column: encode it here, off the caller's thread
+                    for r in rows:
+                        r["detail"] = _encode(r["detail"])
                 lines = [_encode(r) for r in rows]
             self._writer(table).write_lines(lines)
         except Exception:  # noqa: BLE001 - never hurt the target: a failing disk loses rows
@@ -229,7 +232,7 @@ class Recorder:
         self.write("events", {
             "ts_ns": time.time_ns() if ts_ns is None else ts_ns, "dur_ns": dur_ns,
             "tid": self.tid() if tid is None else tid, "kind": kind, "name": name,
-            "detail": json.dumps(detail, default=str), "weight": weight,
+            "detail": detail, "weight": weight,  # a JSON string once the flusher writes it (_drain)
         })
 
     def note(self, name: str, reason: str) -> None:
