@@ -256,7 +256,7 @@ async def test_a_run_with_nothing_recorded_explains_every_view(tui_runs, tmp_pat
     for name in ("steps", "ranges", "stacks", "host", "threads", "system", "events"):
         (run / f"{name}.parquet").unlink()
     diagnosis = Diagnosis(run={}, primary=None, scores={}, phases=[], metrics={}, findings=[
-        Finding("evidence.too_little", None, "info", "Too little evidence: no steps were recorded")])
+        Finding("verdict.insufficient_evidence", None, "info", "Too little evidence: no steps were recorded")])
     app = make_app(RunSource(open_run(str(run)), diagnosis))
     app.animation_level = "none"
     seen = {}

@@ -22,6 +22,18 @@ LABELS: tuple[str, ...] = (
     "queueing",
 )
 
+# What each label means (DESIGN.md, Labels): the words every view shows.
+LABEL_MEANING: dict[str, str] = {
+    "compute_bound": "math units saturated by the model (GEMM/conv); on CPU, time in the model's own operators",
+    "memory_bound": "device memory bandwidth is the limit (low arithmetic intensity kernels dominate)",
+    "transfer_bound": "host-device copies dominate (e.g. pageable H2D each step)",
+    "launch_bound": "many tiny kernels; the GPU idles between launches while the CPU launches",
+    "cpu_bound": "host-side work outside the model (pre/post-processing, Python) starves the device",
+    "io_bound": "the process waits on disk or network for its inputs",
+    "cold_start": "one-time startup (load, compile, first-call warm-up) dominates",
+    "queueing": "requests wait in a queue longer than they are served; the device is underused",
+}
+
 SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high")
 
 
@@ -68,6 +80,11 @@ class Diagnosis:
     findings: list[Finding]
     metrics: dict[str, float | None]
     units: dict[str, str] = field(default_factory=dict)
+
+    def no_verdict_reason(self) -> str:
+        """Why `primary` is None: the engine's own `verdict.*` finding, in its words."""
+        return next((f.title for f in self.findings if f.rule.startswith("verdict.")),
+                    "the run holds too little evidence to classify it")
 
     def to_json(self) -> dict[str, Any]:
         return {

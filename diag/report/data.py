@@ -18,20 +18,8 @@ import pandas as pd
 
 from diag.analysis import series as series_mod
 from diag.analysis import tables
-from diag.engine.diagnosis import LABELS, Diagnosis, Phase
+from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase
 from diag.store.run import Run
-
-# What each label means, in the report's words (DESIGN.md).
-LABEL_TEXT: dict[str, str] = {
-    "compute_bound": "The model's own math (GEMM, convolutions) is the limit.",
-    "memory_bound": "Device memory bandwidth is the limit: low arithmetic-intensity kernels dominate.",
-    "transfer_bound": "Host-device copies dominate the time.",
-    "launch_bound": "Many tiny kernels: the GPU idles between launches while the CPU launches.",
-    "cpu_bound": "Host-side work outside the model (pre/post-processing, Python) starves the device.",
-    "io_bound": "The process waits on disk or network for its inputs.",
-    "cold_start": "One-time start-up (loading, compiling, first-call warm-up) dominates.",
-    "queueing": "Requests wait in a queue longer than they are served; the device is underused.",
-}
 
 GROUP_TITLES: dict[str, str] = {
     "gpu": "GPU utilization",
@@ -112,10 +100,9 @@ def _verdict(diagnosis: Diagnosis) -> dict[str, Any]:
     top = sorted(diagnosis.findings, key=lambda f: _SEVERITY_RANK.get(f.severity, 0), reverse=True)
     lead = next((f.title for f in top if f.label == primary), top[0].title if top else "")
     if primary is None:  # the engine's own finding says why (too little evidence, or an idle program)
-        why = next((f.title for f in diagnosis.findings if f.rule.startswith("verdict.")),
-                   "the run holds too little evidence to classify it")
-        return {"label": None, "text": f"No verdict: {why}", "lead": lead}
-    return {"label": primary, "text": LABEL_TEXT.get(primary, ""), "lead": lead,
+        return {"label": None, "text": f"No verdict: {diagnosis.no_verdict_reason()}", "lead": lead}
+    meaning = LABEL_MEANING.get(primary, "")
+    return {"label": primary, "text": meaning[:1].upper() + meaning[1:] + ".", "lead": lead,
             "score": round(float(diagnosis.scores.get(primary, 0.0)), 3)}
 
 

@@ -57,8 +57,7 @@ def _verdict(d: Diagnosis) -> Text:
         score = d.scores.get(d.primary, 0)
         head += Text(f"  (score {score:.2f}{', weak evidence' if score < 0.4 else ''})", style="dim")
     else:
-        why = next((f.title for f in d.findings if f.rule.startswith("verdict.")), "too little evidence")
-        head += Text("none", style="bold yellow") + Text(f"  ({why})", style="dim")
+        head += Text("none", style="bold yellow") + Text(f"  ({d.no_verdict_reason()})", style="dim")
     cmd = " ".join(str(c) for c in run.get("command") or [])
     if not cmd and isinstance(run.get("imported_from"), dict):  # a trace from another tool
         cmd = f"imported {run['imported_from'].get('format', 'trace')}: {run['imported_from'].get('path', '')}"

@@ -65,7 +65,7 @@ class FindingsView(View):
         return source.diagnosis()
 
     def show(self, data: Diagnosis) -> None:
-        self.findings = sorted(data.findings, key=lambda f: -f.score)
+        self.findings = list(data.findings)  # the engine's order: the primary label's finding first
         self.shown: list[Finding] = list(self.findings)
         if not self.findings:
             self.mount(Static("No findings: no rule fired on this run.", classes="problem"))

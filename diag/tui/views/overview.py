@@ -9,9 +9,8 @@ from rich.table import Table
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from diag.engine.diagnosis import Diagnosis
+from diag.engine.diagnosis import LABEL_MEANING, Diagnosis
 from diag.tui import fmt
-from diag.tui.labels import MEANING
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.phase_bar import PhaseBar
@@ -67,10 +66,9 @@ class OverviewView(View):
     def show(self, data: OverviewData) -> None:
         d = data.diagnosis
         if d.primary:
-            verdict = f"{d.primary}  —  {MEANING.get(d.primary, '')}"
+            verdict = f"{d.primary}  —  {LABEL_MEANING.get(d.primary, '')}"
         else:
-            verdict = "No verdict  —  " + next((f.title for f in d.findings if f.label is None),
-                                                 "too little evidence in this run")
+            verdict = "No verdict  —  " + d.no_verdict_reason()
         banner = self.query_one("#verdict", Static)
         banner.update(verdict)
         banner.set_classes(f"label-{d.primary or 'none'}")
