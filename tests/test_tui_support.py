@@ -40,7 +40,7 @@ def canned_diagnosis(scenario: str) -> Diagnosis:
                   "cpu_bound": 0.3, "cold_start": 0.22}
         metrics = {"steady.gpu_busy": 0.86, "steady.tensor_active": 0.55, "steady.sm_active": 0.78,
                    "steady.dram_bw_util": 0.25, "steady.inside_model_share": 0.6,
-                   "steady.outside_busy_share": 0.4, "steady.copy_share": 0.08, "steady.step_p50": 0.0031,
+                   "steady.outside_busy_share": 0.4, "steady.copy_share": 0.08, "steady.step_p50_ms": 3.1,
                    "steady.throughput": 198.5}
         findings = [
             Finding("gpu.compute_saturated", "compute_bound", "high", "Tensor cores are busy most of the time",
@@ -55,11 +55,11 @@ def canned_diagnosis(scenario: str) -> Diagnosis:
             Finding("startup.slow_import", "cold_start", "low", "Startup takes 4.5 s before the first step",
                     0.22, [Evidence("startup.duration", 4.5, "s", "> 3")], []),
         ]
-        units = {"steady.step_p50": "s", "steady.throughput": "steps/s"}
+        units = {"steady.step_p50_ms": "ms", "steady.throughput": "steps/s"}
     else:
         scores = {"cpu_bound": 0.74, "io_bound": 0.12, "cold_start": 0.2}
         metrics = {"steady.inside_model_share": 0.3, "steady.outside_busy_share": 0.7,
-                   "steady.cpu_busy": 1.4, "steady.step_p50": 0.0015}
+                   "steady.cpu_busy": 1.4, "steady.step_p50_ms": 1.5}
         findings = [
             Finding("cpu.preprocess_starves_model", "cpu_bound", "high",
                     "70% of the stepping thread's time is spent outside the model", 0.74,
@@ -68,7 +68,7 @@ def canned_diagnosis(scenario: str) -> Diagnosis:
                                     "loader = DataLoader(ds, num_workers=4, pin_memory=True)", "up to 2.3x")]),
             Finding("gpu.none", None, "info", "No GPU data: NVML driver not loaded", 0.0, [], []),
         ]
-        units = {"steady.step_p50": "s", "steady.cpu_busy": "cores"}
+        units = {"steady.step_p50_ms": "ms", "steady.cpu_busy": "cores"}
     for m in list(metrics):
         units.setdefault(m, "ratio")
     primary = max(scores, key=scores.get)

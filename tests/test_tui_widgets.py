@@ -113,7 +113,7 @@ def test_finding_text_has_evidence_code_and_gain():
 def test_overview_helpers():
     d = canned_diagnosis("gpu_compute")
     metrics = dict(key_metrics(d))
-    assert metrics["gpu_busy"] == "86.0%" and metrics["step_p50"] == "3.1 ms"
+    assert metrics["gpu_busy"] == "86.0%" and metrics["step_p50_ms"] == "3.1 ms"
     assert run_line({"command": ["python", "x.py"], "duration_s": 2.0, "exit_code": 1, "partial": True}) == (
         "python x.py · 2.00 s · no GPU · exit 1 · PARTIAL RUN (recording cut short)")
     assert collector_note({"gpu": {"status": "ok"}}, "gpu", "GPU charts") is None

@@ -187,6 +187,20 @@ def memcpy_kinds(run: Run) -> pd.DataFrame:
     return agg.sort_values("total_ms", ascending=False).reset_index(drop=True)[cols]
 
 
+# The steady-state metrics a summary shows first, in this order (those the run has).
+KEY_METRICS: tuple[str, ...] = (
+    "steady.duration_s", "steady.steps_per_s", "steady.step_p50_ms", "steady.step_p99_ms",
+    "steady.requests_per_s", "steady.request_p99_ms", "steady.queue_wait_p50_ms", "steady.gpu_busy",
+    "steady.tensor_active", "steady.dram_bw_util", "steady.inside_model_share", "steady.outside_busy_share",
+    "steady.copy_share", "steady.kernel_mean_us", "steady.step_thread_cpu",
+)
+
+
+def key_metrics(metrics: dict[str, float | None]) -> list[tuple[str, float]]:
+    """(name, value) of KEY_METRICS that the run has, in order."""
+    return [(k, float(metrics[k])) for k in KEY_METRICS if metrics.get(k) is not None]
+
+
 # Steady-state parts of the time breakdown, from the metrics analysis computes.
 # The first are shares of the stepping thread's wall time; GPU idle is the
 # device's own (1 - busy), shown beside them.

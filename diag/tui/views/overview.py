@@ -9,6 +9,7 @@ from rich.table import Table
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
+from diag.analysis import tables
 from diag.engine.diagnosis import LABEL_MEANING, Diagnosis
 from diag.tui import fmt
 from diag.tui.source import Source
@@ -27,11 +28,9 @@ class OverviewData:
 
 
 def key_metrics(diagnosis: Diagnosis, limit: int = MAX_METRICS) -> list[tuple[str, str]]:
-    """(name, formatted value) of the steady-state metrics, or of any metrics if none are steady."""
-    items = [(k, v) for k, v in diagnosis.metrics.items() if k.startswith("steady.")]
-    if not items:
-        items = list(diagnosis.metrics.items())
-    return [(k.removeprefix("steady."), fmt.value(v, diagnosis.units.get(k, ""))) for k, v in items[:limit]]
+    """(name, formatted value) of the key steady-state metrics the diagnosis holds."""
+    return [(k.removeprefix("steady."), fmt.value(v, diagnosis.units.get(k, "")))
+            for k, v in tables.key_metrics(diagnosis.metrics)[:limit]]
 
 
 def run_line(manifest: dict[str, Any]) -> str:
