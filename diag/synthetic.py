@@ -189,7 +189,7 @@ def _kernel_windows(ts: np.ndarray, dur: np.ndarray, rng: np.random.Generator) -
 def _stacks(start: int, end: int, hz: float, pid: int, tid: int, gpu: bool, rng: np.random.Generator) -> pd.DataFrame:
     outer = "<module> (serve.py:88);serve_forever (serve.py:61);handle (serve.py:40)"
     choices = [
-        (outer + ";forward (torch/nn/modules/module.py:1751);forward (model.py:30)", 0.55 if gpu else 0.3),
+        (outer + ";_wrapped_call_impl (torch/nn/modules/module.py:1751);_call_impl (torch/nn/modules/module.py:1762);forward (model.py:30)", 0.55 if gpu else 0.3),
         (outer + ";preprocess (serve.py:22);tokenize (text.py:14)", 0.25 if gpu else 0.55),
         (outer + ";recv_batch (serve.py:12);readinto (socket.py:720)", 0.1),
         (outer + ";postprocess (serve.py:50);item (torch/_tensor.py:1)", 0.1 if gpu else 0.05),

@@ -53,7 +53,7 @@ def test_latency_summary_percentiles(tmp_path: Path) -> None:
 
 
 def test_hot_frames_split_by_phase_and_model(tmp_path: Path) -> None:
-    model = "main (app.py:1);__call__ (torch/nn/modules/module.py:1751);forward (net.py:9)"
+    model = "main (app.py:1);_call_impl (torch/nn/modules/module.py:1762);forward (net.py:9)"
     prep = "main (app.py:1);prep (app.py:5)"
     run = _run(tmp_path, stacks=[
         {"ts_ns": T0 + 1000 * MS, "dur_ns": 300 * MS, "stack": model, "idle": False},

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from diag.analysis.stacks import model_frames
 from diag.engine.diagnosis import Phase
 from diag.store.run import Run
 
@@ -84,8 +85,6 @@ def _phase_of(run: Run, ts_ns: pd.Series, phases: Sequence[Phase]) -> pd.Series:
     return out
 
 
-# Frames that mean "inside the model": torch's module call machinery.
-_MODEL_MARKERS = ("torch/nn/modules/module.py", "onnxruntime/capi/onnxruntime_inference_collection.py")
 
 
 def hot_frames(run: Run, phases: Sequence[Phase] = (), n: int = 30) -> pd.DataFrame:
@@ -104,7 +103,7 @@ def hot_frames(run: Run, phases: Sequence[Phase] = (), n: int = 30) -> pd.DataFr
     df = pd.DataFrame({
         "phase": _phase_of(run, st["ts_ns"], phases) if phases else "run",
         "frame": st["stack"].str.rsplit(";", n=1).str[-1],
-        "in_model": st["stack"].str.contains("|".join(_MODEL_MARKERS), regex=True),
+        "in_model": model_frames(st["stack"]),  # the same test the analysis uses
         "self_s": st["dur_ns"] / 1e9,
     })
     agg = df.groupby(["phase", "frame", "in_model"], as_index=False)["self_s"].sum()
