@@ -21,6 +21,7 @@ from diag.collect import launcher
 from diag.collect.manifest import allowed_env, host_info, versions
 from diag.collect.sampler import Sampler
 from diag.errors import DiagError
+from diag.store.jsonl import read_raw
 from diag.store.manifest import SCHEMA, write_manifest
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
@@ -188,7 +189,7 @@ def _warn(message: str) -> None:
 
 def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
     """Take the target's own versions and the hooks' status from raw/meta rows."""
-    metas = _raw_rows(run_dir, "meta")
+    metas = read_raw(run_dir, "meta")
     hooks = manifest["collectors"]["hooks"]
     if hooks.get("status") == "off":
         return
@@ -203,25 +204,14 @@ def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
     manifest["versions"]["target"] = target
 
 
-def _raw_rows(run_dir: str, table: str) -> list[dict[str, Any]]:
-    from diag.store.jsonl import RAW_DIR, read_jsonl
-
-    raw = os.path.join(run_dir, RAW_DIR)
-    rows: list[dict[str, Any]] = []
-    for name in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
-        if name.startswith(f"{table}.") and name.endswith(".jsonl"):
-            rows.extend(read_jsonl(os.path.join(raw, name)))
-    return rows
-
-
 def _kernel_status(run_dir: str, opts: ProfileOptions) -> dict[str, Any]:
     """Kernel windows run inside the target: read what they recorded."""
     if not opts.gpu or opts.kernel_windows <= 0 or not opts.hooks:
         return {"status": "off", "reason": "turned off by an option"}
-    windows = _raw_rows(run_dir, "windows")
+    windows = read_raw(run_dir, "windows")
     if windows:
         return {"status": "ok", "windows": len(windows)}
-    notes = [e for e in _raw_rows(run_dir, "events") if e.get("kind") == "note" and e.get("name") == "kernel_windows"]
+    notes = [e for e in read_raw(run_dir, "events") if e.get("kind") == "note" and e.get("name") == "kernel_windows"]
     if notes:
         try:
             reason = json.loads(notes[-1].get("detail") or "{}").get("reason") or "no window opened"

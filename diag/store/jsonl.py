@@ -77,3 +77,14 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return rows
+
+
+def read_raw(run_dir: str, table: str) -> list[dict[str, Any]]:
+    """Every row of `table` in RUN/raw/<table>.<pid>.jsonl, all writers, files in name order."""
+    raw = os.path.join(run_dir, RAW_DIR)
+    names = sorted(n for n in os.listdir(raw) if n.startswith(f"{table}.") and n.endswith(".jsonl")) \
+        if os.path.isdir(raw) else []
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        rows.extend(read_jsonl(os.path.join(raw, name)))
+    return rows

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.store.jsonl import RAW_DIR, read_jsonl
+from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.run import derived_table
 
 # Kernel name -> category, first match wins. Order matters: an attention or
@@ -194,12 +194,9 @@ def nest_depths(ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _window_starts(run_dir: str) -> dict[tuple[int, int], int]:
     """(window, pid) -> ts_ns of its windows row, to align traces without a base time."""
     starts: dict[tuple[int, int], int] = {}
-    for path in glob.glob(os.path.join(run_dir, RAW_DIR, "windows.*.jsonl")):
-        m = re.search(r"windows\.(\d+)\.jsonl$", path)
-        pid = int(m.group(1)) if m else -1
-        for row in read_jsonl(path):
-            if isinstance(row.get("window"), int) and isinstance(row.get("ts_ns"), int):
-                starts[(row["window"], int(row.get("pid", pid)))] = row["ts_ns"]
+    for row in read_raw(run_dir, "windows"):  # the recorder writes pid into every row
+        if isinstance(row.get("window"), int) and isinstance(row.get("ts_ns"), int):
+            starts[(row["window"], int(row.get("pid", -1)))] = row["ts_ns"]
     return starts
 
 

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.store.jsonl import RAW_DIR, read_jsonl
+from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import read_manifest
 from diag.store.run import derived_table
 
@@ -271,11 +271,10 @@ def parse_pyspy(path: str, start_ns: int, tid_map: dict[int, int] | None = None)
 def _thread_map(run_dir: str) -> dict[int, int]:
     """thread ident (pthread id, what py-spy reports) -> native tid, from the recorder's meta rows."""
     out: dict[int, int] = {}
-    for path in glob.glob(os.path.join(run_dir, RAW_DIR, "meta.*.jsonl")):
-        for row in read_jsonl(path):
-            ident, native = row.get("thread_ident"), row.get("native_id")
-            if isinstance(ident, int) and isinstance(native, int):
-                out[ident] = native
+    for row in read_raw(run_dir, "meta"):
+        ident, native = row.get("thread_ident"), row.get("native_id")
+        if isinstance(ident, int) and isinstance(native, int):
+            out[ident] = native
     return out
 
 

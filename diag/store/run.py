@@ -8,7 +8,6 @@ columns, even when empty.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from diag.errors import DiagError
-from diag.store.jsonl import RAW_DIR, read_jsonl
+from diag.store.jsonl import read_raw
 from diag.store.manifest import MANIFEST, read_manifest
 
 # Columns of every table (docs/run-format.md). Extra columns are kept.
@@ -87,10 +86,7 @@ def _raw_rows(run_dir: str, name: str) -> Rows:
     _load_parsers()
     if name in _DERIVED:
         return _DERIVED[name](run_dir)
-    rows: list[dict[str, Any]] = []
-    for path in sorted(glob.glob(os.path.join(run_dir, RAW_DIR, f"{name}.*.jsonl"))):
-        rows.extend(read_jsonl(path))
-    return rows
+    return read_raw(run_dir, name)
 
 
 @dataclass
