@@ -134,8 +134,11 @@ def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
     )
     if args.html:
         _check_output(args.html)
-    rec = record(cmd, opts)
-    # From here on the target has run: diag's own trouble never changes its exit code.
+    return _finish(args, record(cmd, opts))
+
+
+def _finish(args: argparse.Namespace, rec) -> int:  # noqa: ANN001
+    """Show what the run found. The target has run: diag's own trouble never changes its exit code."""
     try:
         _after_profile(args, rec)
     except DiagError as exc:
@@ -195,22 +198,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Profile the bundled CNN pipeline for a few seconds, then write the report."""
+    """Profile the bundled CNN pipeline for a few seconds, then print the diagnosis and write the report."""
     from diag.collect.profile import ProfileOptions, record
     from diag.demo import demo_command
 
-    cmd = demo_command(args.seconds)
-    rec = record(cmd, ProfileOptions(out=args.out))
-    run, diagnosis = _load(rec.run_dir, [])
-    from diag.views.console import print_recording
-
-    print_recording(rec.manifest, rec.run_dir)
-    _print_diagnosis(run, diagnosis, False)
-    from diag.report import write_report
-
-    out = write_report(run, diagnosis, os.path.join(rec.run_dir, "report.html"))
-    print(f"report: {out}")
-    return rec.exit_code
+    rec = record(demo_command(args.seconds), ProfileOptions(out=args.out))
+    shown = argparse.Namespace(json=False, quiet=False, tui=False, rules=[],
+                               html=os.path.join(rec.run_dir, "report.html"))
+    return _finish(shown, rec)
 
 
 if __name__ == "__main__":

@@ -178,7 +178,4 @@ def mean_or_none(x: np.ndarray) -> float | None:
     return float(x.mean()) if len(x) else None
 
 
-def pct(x: np.ndarray, q: float) -> float | None:
-    x = x[~np.isnan(x)]
-    return float(np.percentile(x, q)) if len(x) else None
 

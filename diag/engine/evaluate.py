@@ -28,10 +28,6 @@ def _ident(metric: str) -> str:
     return _PREFIX + metric.replace(".", "__")
 
 
-def _metric(ident: str) -> str:
-    return ident[len(_PREFIX):].replace("__", ".")
-
-
 def ramp(x: float, lo: float, hi: float) -> float:
     """0 at or below lo, 1 at or above hi, linear between (hi < lo ramps downwards)."""
     if hi == lo:

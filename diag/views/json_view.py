@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
 
 from diag.engine.diagnosis import Diagnosis
-
-
-def to_json(d: Diagnosis) -> dict[str, Any]:
-    """The JSON object (DESIGN.md contract)."""
-    return d.to_json()
 
 
 def dumps(d: Diagnosis, indent: int | None = 2) -> str:
@@ -21,8 +15,3 @@ def dumps(d: Diagnosis, indent: int | None = 2) -> str:
 def to_json_text(d: Diagnosis) -> str:
     """What `diag analyze RUN --json` prints."""
     return dumps(d)
-
-
-def write(d: Diagnosis, out: TextIO) -> None:
-    """Write the JSON object and a newline to `out` (stdout for `--json`)."""
-    out.write(dumps(d) + "\n")
