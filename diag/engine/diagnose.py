@@ -15,6 +15,9 @@ from diag.store.run import Run
 PRIMARY_MIN = 1e-6
 MIN_STEADY_S = 0.5  # a recorded steady state shorter than this says nothing stable (samplers run at 10 Hz)
 MIN_STEADY_CALLS = 5  # steps or requests
+# A score at or above STRONG_SCORE is strong evidence; below WEAK_SCORE, weak (views say so).
+STRONG_SCORE = 0.7
+WEAK_SCORE = 0.4
 MIN_TRACE_CALLS = 1  # an imported profiler trace: a few steps, measured exactly
 # Labels that do not need a steady state (one-time costs).
 NO_STEADY_NEEDED = ("cold_start",)
@@ -91,7 +94,7 @@ def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 
     score *= weight
     if rule.label and score <= 0:
         return None
-    severity = rule.severity or ("high" if score >= 0.7 else "medium" if score >= 0.4 else "low")
+    severity = rule.severity or ("high" if score >= STRONG_SCORE else "medium" if score >= WEAK_SCORE else "low")
     values: dict[str, Any] = dict(metrics)
     values["score"] = score
     recs = []

@@ -13,6 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from diag.engine.diagnose import STRONG_SCORE, WEAK_SCORE
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
 from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
 
@@ -44,7 +45,7 @@ def format_value(value: float | None, unit: str) -> str:
 
 def _bar(score: float) -> Text:
     filled = int(round(score * BAR_WIDTH))
-    style = "bold green" if score >= 0.7 else "yellow" if score >= 0.4 else "dim"
+    style = "bold green" if score >= STRONG_SCORE else "yellow" if score >= WEAK_SCORE else "dim"
     return Text("█" * filled, style=style) + Text("·" * (BAR_WIDTH - filled), style="dim")
 
 
@@ -55,7 +56,7 @@ def _verdict(d: Diagnosis) -> Text:
     if d.primary:
         head += Text(d.primary, style="bold magenta")
         score = d.scores.get(d.primary, 0)
-        head += Text(f"  (score {score:.2f}{', weak evidence' if score < 0.4 else ''})", style="dim")
+        head += Text(f"  (score {score:.2f}{', weak evidence' if score < WEAK_SCORE else ''})", style="dim")
     else:
         head += Text("none", style="bold yellow") + Text(f"  ({d.no_verdict_reason()})", style="dim")
     cmd = " ".join(str(c) for c in run.get("command") or [])
