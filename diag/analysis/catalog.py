@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-UNITS = ("ratio", "s", "ms", "us", "bytes", "bytes/s", "count", "per_s", "cores", "flag")
+# `ratio` is a share of a whole (0..1, printed as percent); `factor` is how many
+# times one value is another (may exceed 1, printed as 3.00x). diag/views/units.py
+# prints each unit the same way in every view.
+UNITS = ("ratio", "factor", "s", "ms", "us", "bytes", "bytes/s", "count", "per_s", "cores", "flag")
 
 
 @dataclass(frozen=True)

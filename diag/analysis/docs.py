@@ -25,8 +25,9 @@ median stays within 25% of the median of the second half of the steps);
 *steady* is the rest, up to the end of the last step or request. The
 *stepping thread* is the thread that spends the most time inside steps.
 
-Units: `ratio` is a fraction (0.25 = 25%), `flag` is 0 or 1, `cores` counts
-CPU cores (1 = one core busy).
+Units: `ratio` is a fraction (0.25 = 25%), `factor` is how many times one
+value is another (3.0 = 3.00x), `flag` is 0 or 1, `cores` counts CPU cores
+(1 = one core busy).
 
 This page is generated from the catalog (`python -m diag.analysis.docs`);
 a test keeps the two in sync.

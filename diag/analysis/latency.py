@@ -32,7 +32,7 @@ METRICS = (
         Metric("steady.queue_wait_p50_ms", "ms", "Median time a request waits before its first step."),
         Metric("steady.queue_wait_p90_ms", "ms", "90th percentile of the time a request waits before its first step."),
         Metric("steady.service_p50_ms", "ms", "Median time from a request's first step to its completion."),
-        Metric("steady.queue_wait_ratio", "ratio", "Mean queue wait divided by mean service time (> 1: requests wait longer than they are served)."),
+        Metric("steady.queue_wait_ratio", "factor", "Mean queue wait divided by mean service time (> 1: requests wait longer than they are served)."),
         Metric("steady.queue_wait_share", "ratio", "Share of request latency spent waiting before the first step."),
         Metric("steady.request_concurrency", "count", "Mean number of requests in flight."),
         Metric("steady.queue_behind_model_share", "ratio", "Share of queue wait during which the model was running other steps (waiting behind the model, not on the request's own pre-processing)."),
