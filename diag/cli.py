@@ -26,6 +26,19 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule files (*.toml) to load")
 
 
+def _add_profile_options(p: argparse.ArgumentParser) -> None:
+    """One flag per option of the option table that has one (diag/collect/options.py)."""
+    from diag.collect.options import OPTIONS
+
+    for o in OPTIONS:
+        if o.flag is None:
+            continue
+        if o.switch:
+            p.add_argument(o.flag, dest=o.name, action="store_false", help=o.help)
+        else:
+            p.add_argument(o.flag, dest=o.name, type=o.type, default=o.default, metavar=o.metavar, help=o.help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="diag", description="Why is my GPU inference program slow?")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -34,16 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                        usage="diag profile [--out RUN] [--duration S] [options] -- CMD [ARGS...]")
     p.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-<name>)")
     p.add_argument("--duration", type=float, metavar="S", help="stop the target gracefully after S seconds")
-    p.add_argument("--grace", type=float, default=5.0, metavar="S", help="seconds between SIGINT, SIGTERM, SIGKILL")
-    p.add_argument("--host-interval", type=float, default=0.1, metavar="S", help="psutil sampling interval")
-    p.add_argument("--gpu-interval", type=float, default=0.1, metavar="S", help="NVML sampling interval")
-    p.add_argument("--stack-rate", type=int, default=None, metavar="HZ",
-                   help="py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores)")
-    p.add_argument("--no-stacks", action="store_true", help="do not sample Python stacks (py-spy)")
-    p.add_argument("--no-gpu", action="store_true", help="do not sample the GPU or open kernel windows")
-    p.add_argument("--no-hooks", action="store_true", help="do not inject the in-process hooks")
-    p.add_argument("--kernel-windows", type=int, default=2, metavar="N", help="torch.profiler windows (0: none)")
-    p.add_argument("--kernel-window-steps", type=int, default=5, metavar="N", help="steps per kernel window")
+    _add_profile_options(p)
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", nargs="?", const="", default=None, metavar="FILE", help="also write an HTML report")
     p.add_argument("--tui", action="store_true", help="open the TUI when the run ends")
@@ -124,14 +128,11 @@ def _print_diagnosis(run, diagnosis, as_json: bool) -> None:  # noqa: ANN001
 
 
 def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
+    from diag.collect.options import OPTIONS
     from diag.collect.profile import ProfileOptions, record
 
-    opts = ProfileOptions(
-        out=args.out, duration_s=args.duration, grace_s=args.grace, host_interval_s=args.host_interval,
-        gpu_interval_s=args.gpu_interval, stack_rate_hz=args.stack_rate, stacks=not args.no_stacks,
-        gpu=not args.no_gpu, hooks=not args.no_hooks, kernel_windows=args.kernel_windows,
-        kernel_window_steps=args.kernel_window_steps,
-    )
+    flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag is not None}
+    opts = ProfileOptions(out=args.out, duration_s=args.duration, **flags)
     if args.html:
         _check_output(args.html)
     return _finish(args, record(cmd, opts))

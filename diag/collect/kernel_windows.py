@@ -48,15 +48,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULTS: dict[str, float] = {
-    "kernel_windows": 2,
-    "kernel_window_steps": 5,
-    "kernel_window_after_steps": 20,
-    "kernel_window_after_s": 3.0,
-    "kernel_window_spacing_steps": 20,
-    "kernel_window_spacing_s": 5.0,
-    "kernel_window_max_s": 10.0,
-}
+from diag.collect.options import defaults
+
+# the kernel-window options and their defaults (the option table owns them)
+DEFAULTS: dict[str, float] = {k: v for k, v in defaults("target").items() if k.startswith("kernel_window")}
 
 INIT, START, STOP = "init", "start", "stop"
 
@@ -70,13 +65,13 @@ class WindowScheduler:
     """
 
     installed_at: float
-    windows: int = 2
-    steps: int = 5
-    after_steps: int = 20
-    after_s: float = 3.0
-    spacing_steps: int = 20
-    spacing_s: float = 5.0
-    max_s: float = 10.0
+    windows: int = int(DEFAULTS["kernel_windows"])
+    steps: int = int(DEFAULTS["kernel_window_steps"])
+    after_steps: int = int(DEFAULTS["kernel_window_after_steps"])
+    after_s: float = DEFAULTS["kernel_window_after_s"]
+    spacing_steps: int = int(DEFAULTS["kernel_window_spacing_steps"])
+    spacing_s: float = DEFAULTS["kernel_window_spacing_s"]
+    max_s: float = DEFAULTS["kernel_window_max_s"]
     initialised: bool = False
     open: bool = False
     opened: int = 0          # windows opened so far

@@ -19,6 +19,7 @@ from typing import Any
 
 from diag.collect import launcher
 from diag.collect.manifest import allowed_env, host_info, versions
+from diag.collect.options import default, off_reason
 from diag.collect.sampler import Sampler
 from diag.errors import DiagError
 from diag.store.jsonl import read_raw
@@ -30,18 +31,20 @@ PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 @dataclass
 class ProfileOptions:
+    """What `diag profile` was asked for: one field per option with a CLI flag (options.py)."""
+
     out: str | None = None
     duration_s: float | None = None
-    grace_s: float = 5.0
-    host_interval_s: float = 0.1
-    gpu_interval_s: float = 0.1
-    stack_rate_hz: int | None = None  # None: default_stack_rate()
-    stacks: bool = True
-    gpu: bool = True
-    hooks: bool = True
-    kernel_windows: int = 2
-    kernel_window_steps: int = 5
-    extra: dict[str, Any] = field(default_factory=dict)
+    grace_s: float = default("grace_s")
+    host_interval_s: float = default("host_interval_s")
+    gpu_interval_s: float = default("gpu_interval_s")
+    stack_rate_hz: int | None = default("stack_rate_hz")  # None: default_stack_rate()
+    stacks: bool = default("stacks")
+    gpu: bool = default("gpu")
+    hooks: bool = default("hooks")
+    kernel_windows: int = default("kernel_windows")
+    kernel_window_steps: int = default("kernel_window_steps")
+    extra: dict[str, Any] = field(default_factory=dict)  # more target options (DIAG_OPTIONS)
 
 
 @dataclass
@@ -106,17 +109,17 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     if opts.gpu:
         samplers.append(GpuSampler(opts.gpu_interval_s))
     else:
-        off["gpu"] = {"status": "off", "reason": "--no-gpu"}
+        off["gpu"] = {"status": "off", "reason": off_reason("gpu")}
     if opts.stacks:
         samplers.append(StackSampler(opts.stack_rate_hz or default_stack_rate()))
     else:
-        off["stacks"] = {"status": "off", "reason": "--no-stacks"}
+        off["stacks"] = {"status": "off", "reason": off_reason("stacks")}
     return samplers, off
 
 
 def _gpu_inventory(enabled: bool) -> dict[str, Any]:
     if not enabled:
-        return {"count": 0, "reason": "--no-gpu"}
+        return {"count": 0, "reason": off_reason("gpu")}
     try:
         from diag.collect.gpu_sampler import gpu_inventory
 
@@ -140,7 +143,7 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
         "exit_code": None, "signal": None, "partial": True,
         "host": host_info(), "gpu": _gpu_inventory(opts.gpu), "versions": versions(),
         "env": allowed_env(dict(os.environ)),
-        "collectors": {"hooks": {"status": "ok" if opts.hooks else "off"}},
+        "collectors": {"hooks": {"status": "ok"} if opts.hooks else {"status": "off", "reason": off_reason("hooks")}},
         "options": {**{k: v for k, v in asdict(opts).items() if k not in ("out", "extra")},
                     "stack_rate_hz": opts.stack_rate_hz or default_stack_rate()},
     }
@@ -206,8 +209,9 @@ def _merge_target_meta(run_dir: str, manifest: dict[str, Any]) -> None:
 
 def _kernel_status(run_dir: str, opts: ProfileOptions) -> dict[str, Any]:
     """Kernel windows run inside the target: read what they recorded."""
-    if not opts.gpu or opts.kernel_windows <= 0 or not opts.hooks:
-        return {"status": "off", "reason": "turned off by an option"}
+    for name, on in (("gpu", opts.gpu), ("hooks", opts.hooks), ("kernel_windows", opts.kernel_windows > 0)):
+        if not on:
+            return {"status": "off", "reason": off_reason(name)}
     windows = read_raw(run_dir, "windows")
     if windows:
         return {"status": "ok", "windows": len(windows)}

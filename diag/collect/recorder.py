@@ -70,24 +70,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from diag.collect.options import defaults as _option_defaults
 from diag.store.jsonl import JsonlWriter
 
 TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
 
-DEFAULT_OPTIONS: dict[str, Any] = {
-    "hooks": True,
-    "torch": True,
-    "onnxruntime": True,
-    "nvtx": True,
-    "copies": True,
-    "syncs": True,
-    "gc": True,
-    "cuda_events": True,
-    "cuda_event_all": 64,
-    "cuda_event_every": 4,
-    "table_rows": 50_000,
-    "flush_s": 1.0,
-}
+DEFAULT_OPTIONS: dict[str, Any] = _option_defaults("target")  # the option table (options.py) owns them
 
 MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
 

@@ -1,0 +1,95 @@
+"""Every `diag profile` option, defined once: default, CLI flag, help, and why it is off.
+
+The CLI builds its flags from this table, `ProfileOptions` takes its defaults
+from it, and the code in the target (recorder, hooks, kernel windows) reads
+its defaults from it. An option is either for diag itself (`side="diag"`:
+sampling intervals, which samplers run) or passed to the target in
+`DIAG_OPTIONS` (`side="target"`).
+
+Recording side, and imported by the target at start-up: standard library only,
+nothing costly at import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Option:
+    """One option. `flag` None: not on the command line (set through DIAG_OPTIONS only).
+
+    `off` is the status reason a collector reports when this option turns it off
+    (a switch `--no-x`, or a count set to 0).
+    """
+
+    __slots__ = ("name", "default", "flag", "help", "type", "metavar", "off", "side")
+
+    def __init__(self, name: str, default: Any, help: str, *, flag: str | None = None,  # noqa: A002
+                 type: type | None = None, metavar: str | None = None, off: str | None = None,  # noqa: A002
+                 side: str = "diag") -> None:
+        self.name = name
+        self.default = default
+        self.help = help
+        self.flag = flag
+        self.type = type
+        self.metavar = metavar
+        self.off = off
+        self.side = side
+
+    @property
+    def switch(self) -> bool:
+        """True for an on/off option whose flag turns it off (`--no-gpu`)."""
+        return isinstance(self.default, bool) and self.flag is not None and self.flag.startswith("--no-")
+
+
+_T = "target"
+
+OPTIONS: tuple[Option, ...] = (
+    # -- diag's own samplers -------------------------------------------------------------------
+    Option("grace_s", 5.0, "seconds between SIGINT, SIGTERM, SIGKILL", flag="--grace", type=float, metavar="S"),
+    Option("host_interval_s", 0.1, "psutil sampling interval", flag="--host-interval", type=float, metavar="S"),
+    Option("gpu_interval_s", 0.1, "NVML sampling interval", flag="--gpu-interval", type=float, metavar="S"),
+    Option("stack_rate_hz", None, "py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores)",
+           flag="--stack-rate", type=int, metavar="HZ"),
+    Option("stacks", True, "do not sample Python stacks (py-spy)", flag="--no-stacks", off="--no-stacks"),
+    Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
+    # -- passed to the target ----------------------------------------------------------------------
+    Option("hooks", True, "do not inject the in-process hooks", flag="--no-hooks", off="--no-hooks", side=_T),
+    Option("kernel_windows", 2, "torch.profiler windows (0: none)", flag="--kernel-windows", type=int,
+           metavar="N", off="--kernel-windows 0", side=_T),
+    Option("kernel_window_steps", 5, "steps per kernel window", flag="--kernel-window-steps", type=int,
+           metavar="N", side=_T),
+    Option("kernel_window_after_steps", 20, "no window before this many steps", side=_T),
+    Option("kernel_window_after_s", 3.0, "no window before this many seconds after start-up", side=_T),
+    Option("kernel_window_spacing_steps", 20, "steps between two windows, at least", side=_T),
+    Option("kernel_window_spacing_s", 5.0, "seconds between two windows, at least", side=_T),
+    Option("kernel_window_max_s", 10.0, "a window closes after this many seconds", side=_T),
+    Option("torch", True, "torch hooks (steps, copies, syncs, torch.load, torch.cuda.nvtx)", side=_T),
+    Option("onnxruntime", True, "onnxruntime hooks (steps, session creation)", side=_T),
+    Option("nvtx", True, "nvtx package hooks (ranges)", side=_T),
+    Option("copies", True, "Tensor.to/.cuda/.cpu/.copy_ copies (torch)", side=_T),
+    Option("syncs", True, "synchronizing calls (torch)", side=_T),
+    Option("gc", True, "GC pauses through gc.callbacks", side=_T),
+    Option("cuda_events", True, "GPU time per step from torch.cuda.Event pairs", side=_T),
+    Option("cuda_event_all", 64, "time every one of the first N CUDA steps ...", side=_T),
+    Option("cuda_event_every", 4, "... then 1 step in this many (gpu_ns = -1 on the others)", side=_T),
+    Option("table_rows", 50_000, "rows kept in full per table before sampling starts", side=_T),
+    Option("flush_s", 1.0, "background flush interval (a killed target loses at most this)", side=_T),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+
+def default(name: str) -> Any:
+    """The default of option `name`."""
+    return BY_NAME[name].default
+
+
+def defaults(side: str | None = None) -> dict[str, Any]:
+    """{name: default} of every option, or of one side ("diag" or "target")."""
+    return {o.name: o.default for o in OPTIONS if side is None or o.side == side}
+
+
+def off_reason(name: str) -> str:
+    """The status reason of a collector turned off by option `name`, e.g. "turned off by --no-gpu"."""
+    return f"turned off by {BY_NAME[name].off or name}"
