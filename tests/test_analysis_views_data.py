@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from diag.analysis import series, tables
-from diag.engine.diagnosis import Phase
+from diag.analysis.latency import PERCENTILES
+from diag.analysis.metrics import compute_metrics
+from diag.analysis.phases import Phase
 from diag.store.manifest import write_manifest
 from diag.store.run import open_run
 from diag.synthetic import write_synthetic_run
@@ -41,15 +43,27 @@ def test_queue_wait_is_time_from_arrival_to_first_step(tmp_path: Path) -> None:
     assert list(stages["name"]) == ["preprocess"] and stages["total_ms"].iloc[0] == pytest.approx(5.0)
 
 
-def test_latency_summary_percentiles(tmp_path: Path) -> None:
-    steps = [{"ts_ns": T0 + i * 10 * MS, "dur_ns": (i + 1) * MS} for i in range(100)]
+def test_latency_summary_is_the_steady_weighted_unprofiled_one(tmp_path: Path) -> None:
+    # A 400 ms first call (startup), then 1..10 ms steps; two of them profiled (1 s under CUPTI),
+    # and one kept row standing for 3 calls. The table once took every row as it was (whole run,
+    # profiled and first steps included, unweighted): now it is the metrics' computation.
+    steps = [{"ts_ns": T0, "dur_ns": 400 * MS, "in_window": False, "weight": 1}]
+    steps += [{"ts_ns": T0 + (500 + i * 20) * MS, "dur_ns": (i % 10 + 1) * MS, "in_window": False,
+               "weight": 3 if i == 7 else 1} for i in range(100)]
+    steps += [{"ts_ns": T0 + (2510 + i * 20) * MS, "dur_ns": 1000 * MS, "in_window": True, "weight": 1}
+              for i in range(2)]
+    steps.sort(key=lambda r: r["ts_ns"])
     run = _run(tmp_path, steps=steps)
     row = tables.latency_summary(run).set_index("kind").loc["step"]
-    assert row["count"] == 100
-    assert row["p50_ms"] == pytest.approx(50.5)
-    assert row["p99_ms"] == pytest.approx(99.01)
-    assert row["max_ms"] == 100.0
-    assert tables.slowest(run, "step", 3)["latency_ms"].tolist() == [100.0, 99.0, 98.0]
+    assert row["count"] == 102  # 100 rows, one of them standing for 3; no startup, no profiled step
+    assert row["max_ms"] == 10.0
+    assert row["p50_ms"] == 6.0 and row["p99_ms"] == 10.0  # weighted: 51st of 102 calls (unweighted: 5.5)
+    metrics = compute_metrics(run)
+    for p in PERCENTILES:
+        assert row[f"p{p}_ms"] == metrics[f"steady.step_p{p}_ms"]
+    assert row["mean_ms"] == pytest.approx(metrics["steady.step_mean_ms"])
+    assert sorted(tables.latency_values(run, "step")) == sorted((i % 10 + 1) * 1.0 for i in range(100))
+    assert tables.slowest(run, "step", 3)["latency_ms"].tolist() == [1000.0, 1000.0, 400.0]  # the whole run
 
 
 def test_hot_frames_split_by_phase_and_model(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -9,12 +11,17 @@ from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import weighted_percentile, weights
 from diag.analysis.context import Context, complete, num
+from diag.analysis.phases import Phases, compute_phases
+from diag.store.run import Run
 
-QUANTILES = (50, 90, 95, 99)
+# The latency percentiles every view shows, and the metrics they come from.
+PERCENTILES = (50, 90, 95, 99)
+# What the latency numbers cover, in words a view can show beside them.
+SCOPE = "steady state; steps inside kernel-profiling windows left out"
 
 METRICS = (
     [Metric("steady.steps", "count", "Model calls (steps) in the steady state, all threads.")]
-    + [Metric(f"steady.step_p{q}_ms", "ms", f"Step latency, {q}th percentile (profiled steps excluded).") for q in QUANTILES]
+    + [Metric(f"steady.step_p{q}_ms", "ms", f"Step latency, {q}th percentile (profiled steps excluded).") for q in PERCENTILES]
     + [
         Metric("steady.step_mean_ms", "ms", "Mean step latency (profiled steps excluded)."),
         Metric("steady.steps_per_s", "per_s", "Steps per second over the steady state."),
@@ -26,7 +33,7 @@ METRICS = (
         Metric("steady.fp32_step_fraction", "ratio", "Fraction of steps with a floating first input whose input is float32 (integer inputs such as token ids are left out)."),
         Metric("steady.requests", "count", "Requests (NVTX `request` ranges) in the steady state."),
     ]
-    + [Metric(f"steady.request_p{q}_ms", "ms", f"Request latency, {q}th percentile.") for q in QUANTILES]
+    + [Metric(f"steady.request_p{q}_ms", "ms", f"Request latency, {q}th percentile.") for q in PERCENTILES]
     + [
         Metric("steady.requests_per_s", "per_s", "Requests completed per second over the steady state."),
         Metric("steady.queue_wait_p50_ms", "ms", "Median time a request waits before its first step."),
@@ -40,23 +47,63 @@ METRICS = (
 )
 
 
+@dataclass(frozen=True)
+class Latencies:
+    """The latencies of one kind of call (step or request), each standing for `weight` calls."""
+
+    kind: str  # "step" or "request"
+    ms: np.ndarray  # no NaN
+    weight: np.ndarray
+
+    def summary(self) -> dict[str, float | None]:
+        """count (calls, weighted), mean_ms, p50_ms ... p99_ms, max_ms: None where there is no call."""
+        if not len(self.ms):
+            return {"count": 0.0, "mean_ms": None, **{f"p{q}_ms": None for q in PERCENTILES}, "max_ms": None}
+        return {"count": float(self.weight.sum()), "mean_ms": float(np.average(self.ms, weights=self.weight)),
+                **{f"p{q}_ms": weighted_percentile(self.ms, self.weight, q) for q in PERCENTILES},
+                "max_ms": float(self.ms.max())}
+
+
+def latencies(ctx: Context) -> dict[str, Latencies]:
+    """Step and request latencies in the context's window (the steady state), the one way every view uses.
+
+    Each row counts for the calls it stands for (the recorder keeps 1 in k rows
+    of long tables); steps inside kernel-profiling windows are left out (CUPTI
+    slows them), except in an imported trace, where every step is profiled.
+    """
+    steps = ctx.steps(profiled=False, cols=["dur_ns", "weight"])
+    requests = ctx.requests()
+    out = {}
+    for kind, df in (("step", steps), ("request", requests)):
+        ms = num(df["dur_ns"]) / 1e6 if not df.empty else np.array([])
+        ok = ~np.isnan(ms)
+        out[kind] = Latencies(kind, ms[ok], weights(df)[ok] if len(ms) else np.array([]))
+    return out
+
+
+def run_latencies(run: Run, phases: Phases | None = None) -> dict[str, Latencies]:
+    """`latencies` over the steady state of `run` (its phases are found when not given)."""
+    phases = phases or compute_phases(run)
+    return latencies(Context(run, phases, phases.steady))
+
+
 def compute(ctx: Context) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     T = ctx.seconds
     if T <= 0:
         return out
+    lat = latencies(ctx)
+    for kind in ("step", "request"):
+        if len(lat[kind].ms):
+            s = lat[kind].summary()
+            out.update({f"steady.{kind}_p{q}_ms": s[f"p{q}_ms"] for q in PERCENTILES})
+            if kind == "step":
+                out["steady.step_mean_ms"] = s["mean_ms"]
     all_steps = ctx.steps()
     if not all_steps.empty:
         w_all = weights(all_steps)
-        steps = ctx.steps(profiled=False, cols=["dur_ns", "weight"])
-        w = weights(steps)
         out["steady.steps"] = float(w_all.sum())
         out["steady.steps_per_s"] = float(w_all.sum()) / T
-        ms = num(steps["dur_ns"]) / 1e6
-        for q in QUANTILES:
-            out[f"steady.step_p{q}_ms"] = weighted_percentile(ms, w, q)
-        ok = ~np.isnan(ms)
-        out["steady.step_mean_ms"] = float(np.average(ms[ok], weights=w[ok])) if ok.any() else None
         batch = num(all_steps["batch"])
         known = batch > 0
         if known.any():
@@ -87,8 +134,6 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     out["steady.requests"] = float(rw.sum())
     out["steady.requests_per_s"] = float(rw.sum()) / T
     out["steady.request_concurrency"] = float(np.nansum(dur_ms * rw)) / 1e3 / T
-    for q in QUANTILES:
-        out[f"steady.request_p{q}_ms"] = weighted_percentile(dur_ms, rw, q)
     steps = complete(ctx.run, "steps")
     wait = queue_wait_ns(req, steps)
     ok = ~np.isnan(wait)

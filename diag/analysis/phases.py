@@ -29,6 +29,15 @@ MIN_FOR_WARMUP = 8  # fewer steps than this: no warm-up phase
 
 
 @dataclass
+class Phase:
+    """A phase as the Diagnosis and the views show it: seconds since the run started."""
+
+    name: str  # startup, warmup, steady
+    start_s: float
+    end_s: float
+
+
+@dataclass
 class Span:
     name: str
     start_ns: int

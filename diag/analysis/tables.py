@@ -11,11 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from diag.analysis.latency import PERCENTILES, run_latencies
+from diag.analysis.phases import Phase, Phases
 from diag.analysis.stacks import model_frames
-from diag.engine.diagnosis import Phase
 from diag.store.run import Run
-
-PERCENTILES = (50, 90, 95, 99)
 
 
 def _requests(run: Run) -> pd.DataFrame:
@@ -23,23 +22,21 @@ def _requests(run: Run) -> pd.DataFrame:
     return r[r["kind"] == "request"] if not r.empty else r
 
 
-def latency_values(run: Run, kind: str = "step") -> np.ndarray:
-    """Latencies in ms of every step (`kind="step"`) or request (`kind="request"`)."""
-    df = run.table("steps") if kind == "step" else _requests(run)
-    return df["dur_ns"].to_numpy(dtype=float) / 1e6 if not df.empty else np.array([])
+def latency_values(run: Run, kind: str = "step", phases: Phases | None = None) -> np.ndarray:
+    """Latencies in ms of the steps (`kind="step"`) or requests (`kind="request"`) that
+    `latency_summary` covers: steady state, profiled steps left out (latency.SCOPE)."""
+    return run_latencies(run, phases)[kind].ms
 
 
-def latency_summary(run: Run) -> pd.DataFrame:
-    """One row per kind (step, request) with count, mean, percentiles and max, in ms."""
-    rows = []
-    for kind in ("step", "request"):
-        v = latency_values(run, kind)
-        if len(v) == 0:
-            continue
-        row = {"kind": kind, "count": len(v), "mean_ms": float(v.mean())}
-        row.update({f"p{p}_ms": float(np.percentile(v, p)) for p in PERCENTILES})
-        row["max_ms"] = float(v.max())
-        rows.append(row)
+def latency_summary(run: Run, phases: Phases | None = None) -> pd.DataFrame:
+    """One row per kind (step, request) with count, mean, percentiles and max, in ms.
+
+    The numbers are the steady.step_* / steady.request_* metrics' (latency.latencies):
+    steady state, weighted, profiled steps left out. `count` is the calls they cover.
+    """
+    rows = [{"kind": kind, **lat.summary()} for kind, lat in run_latencies(run, phases).items() if len(lat.ms)]
+    for row in rows:
+        row["count"] = int(round(row["count"]))
     return pd.DataFrame(rows, columns=["kind", "count", "mean_ms", *[f"p{p}_ms" for p in PERCENTILES], "max_ms"])
 
 

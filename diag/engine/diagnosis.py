@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from diag.analysis.phases import Phase  # defined below the engine; re-exported for the views
+
 SCHEMA = "diag.diagnosis/1"
 
 LABELS: tuple[str, ...] = (
@@ -62,13 +64,6 @@ class Finding:
     score: float = 0.0
     evidence: list[Evidence] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
-
-
-@dataclass
-class Phase:
-    name: str  # startup, warmup, steady
-    start_s: float
-    end_s: float
 
 
 @dataclass
