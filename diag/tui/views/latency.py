@@ -9,6 +9,7 @@ import pandas as pd
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from diag.analysis.latency import SCOPE
 from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
@@ -54,16 +55,16 @@ class LatencyView(View):
             return
         body = VerticalScroll(id="latency-body")
         self.mount(body)
-        body.mount(Static("Latency", classes="section"))
+        body.mount(Static(f"Latency — {SCOPE}", classes="section"))
         body.mount(FrameTable(data.summary, id="latency-summary", classes="fit"))
         if "request" in data.values_ms:
-            body.mount(Static("Queue wait vs service", classes="section"))
+            body.mount(Static("Queue wait vs service (whole run)", classes="section"))
             body.mount(Static(queue_line(data.queue)))
         for kind, values in data.values_ms.items():
-            body.mount(Static(f"{kind.capitalize()} latency histogram", classes="section"))
+            body.mount(Static(f"{kind.capitalize()} latency histogram (steady state)", classes="section"))
             body.mount(Histogram(values / 1e3))
         for kind, df in data.slowest.items():
-            body.mount(Static(f"Slowest {kind}s", classes="section"))
+            body.mount(Static(f"Slowest {kind}s (whole run)", classes="section"))
             body.mount(FrameTable(df, classes="fit slowest"))
 
     def apply_filter(self, text: str) -> str | None:
