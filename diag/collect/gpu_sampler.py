@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from diag.collect.sampler import FAILED, OK, UNAVAILABLE, PeriodicThread
-from diag.store.jsonl import JsonlWriter
+from diag.collect.sampler import PeriodicSampler, Unavailable
 
 # NVML clocks-event (throttle) reason bits; fixed by NVML's ABI.
 THROTTLE_REASONS = {
@@ -95,43 +94,21 @@ class _Device:
         self.last_pcie = 0.0
 
 
-class GpuSampler:
+class GpuSampler(PeriodicSampler):
     """Samples every NVIDIA GPU through NVML every `interval_s`."""
 
     name = "gpu"
+    tables = ("gpu", "gpu_procs")
 
     def __init__(self, interval_s: float = 0.1, nvml: Any = None) -> None:
-        self.interval_s = interval_s
+        super().__init__(interval_s)
         self._nvml = nvml
-        self._status: dict[str, Any] = {"status": "off", "reason": "not started"}
         self._devices: list[_Device] = []
-        self._writers: dict[str, JsonlWriter] = {}
-        self._loop: PeriodicThread | None = None
         self._initialized = False
         self._errors: dict[str, str] = {}  # first error per call, for status()
 
-    # -- Sampler interface ---------------------------------------------------
-
-    def start(self, run_dir: str, root_pid: int) -> None:
-        try:
-            self._start(run_dir)
-        except Exception as e:  # noqa: BLE001 - never raise into the launcher
-            self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
-
-    def stop(self) -> None:
-        try:
-            if self._loop is not None:
-                self._loop.stop()
-            for w in self._writers.values():
-                w.close()
-            self._release()
-        except Exception as e:  # noqa: BLE001
-            self._status = {"status": FAILED, "reason": f"stop: {type(e).__name__}: {e}"}
-
-    def status(self) -> dict[str, Any]:
-        st = dict(self._status)
-        if self._loop is not None:
-            st.update(samples=self._loop.ticks, cpu_s=round(self._loop.cpu_s, 4))
+    def extra_status(self) -> dict[str, Any]:
+        st: dict[str, Any] = {}
         if self._devices:
             st["gpm"] = [d.index for d in self._devices if d.gpm]
             st["unsupported"] = sorted({c for d in self._devices for c in d.unsupported})
@@ -141,24 +118,19 @@ class GpuSampler:
 
     # -- setup -----------------------------------------------------------------
 
-    def _start(self, run_dir: str) -> None:
+    def open(self, run_dir: str, root_pid: int) -> dict[str, Any]:
         try:
             nvml = self._nvml = self._nvml or _load_nvml()
         except ImportError:
-            self._status = {"status": UNAVAILABLE, "reason": "nvidia-ml-py (pynvml) not installed"}
-            return
+            raise Unavailable("nvidia-ml-py (pynvml) not installed") from None
         try:
             nvml.nvmlInit()
             self._initialized = True
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as e:
-            self._status = {"status": UNAVAILABLE, "reason": f"NVML: {e}"}
-            self._release()
-            return
+            raise Unavailable(f"NVML: {e}") from None
         if count == 0:
-            self._status = {"status": UNAVAILABLE, "reason": "NVML: no NVIDIA GPU"}
-            self._release()
-            return
+            raise Unavailable("NVML: no NVIDIA GPU")
         for i in range(count):
             try:
                 dev = _Device(i, nvml.nvmlDeviceGetHandleByIndex(i))
@@ -169,13 +141,8 @@ class GpuSampler:
             self._setup_gpm(dev)
             self._devices.append(dev)
         if not self._devices:
-            self._status = {"status": UNAVAILABLE, "reason": "NVML: no device handle"}
-            self._release()
-            return
-        self._writers = {t: JsonlWriter(run_dir, t) for t in ("gpu", "gpu_procs")}
-        self._status = {"status": OK, "interval_s": self.interval_s, "devices": len(self._devices)}
-        self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self._failed)
-        self._loop.start()
+            raise Unavailable("NVML: no device handle")
+        return {"devices": len(self._devices)}
 
     def _setup_gpm(self, dev: _Device) -> None:
         nvml = self._nvml
@@ -199,7 +166,8 @@ class GpuSampler:
             self._call(dev, "nvmlGpmSampleFree", nxt, pass_handle=False)
             dev.gpm = False
 
-    def _release(self) -> None:
+    def close(self) -> None:
+        """Free the GPM samples and shut NVML down (idempotent)."""
         nvml = self._nvml
         for dev in self._devices:
             for s in (dev.gpm_prev, dev.gpm_next):
@@ -215,9 +183,6 @@ class GpuSampler:
                 nvml.nvmlShutdown()
             except Exception:  # noqa: BLE001,S110
                 pass
-
-    def _failed(self, e: BaseException) -> None:
-        self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
 
     # -- sampling --------------------------------------------------------------
 
@@ -249,10 +214,10 @@ class GpuSampler:
         """One sample of every device."""
         for dev in self._devices:
             ts = time.time_ns()
-            self._writers["gpu"].write(self._device_row(dev, ts))
+            self.write("gpu", self._device_row(dev, ts))
             procs = self._call(dev, "nvmlDeviceGetComputeRunningProcesses")
             for p in procs or ():
-                self._writers["gpu_procs"].write({"ts_ns": ts, "gpu": dev.index, "pid": p.pid,
+                self.write("gpu_procs", {"ts_ns": ts, "gpu": dev.index, "pid": p.pid,
                                                   "used_bytes": p.usedGpuMemory})
 
     def _device_row(self, dev: _Device, ts: int) -> dict[str, Any]:

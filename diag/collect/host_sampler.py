@@ -15,8 +15,7 @@ from typing import Any
 
 import psutil
 
-from diag.collect.sampler import FAILED, OK, UNAVAILABLE, PeriodicThread
-from diag.store.jsonl import JsonlWriter
+from diag.collect.sampler import PeriodicSampler, Unavailable
 
 PROC = "/proc"
 
@@ -120,16 +119,14 @@ def _get(fn: Callable[[], Any]) -> Any:
         return None
 
 
-class HostSampler:
+class HostSampler(PeriodicSampler):
     """Samples CPU, memory, I/O and context switches of the target's process tree."""
 
     name = "host"
+    tables = ("host", "threads", "system")
 
     def __init__(self, interval_s: float = 0.1) -> None:
-        self.interval_s = interval_s
-        self._status: dict[str, Any] = {"status": "off", "reason": "not started"}
-        self._loop: PeriodicThread | None = None
-        self._writers: dict[str, JsonlWriter] = {}
+        super().__init__(interval_s)
         self._tree: ProcessTree | None = None
         self._procs: dict[int, psutil.Process] = {}
         self._last_cpu: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, wall time)
@@ -137,39 +134,13 @@ class HostSampler:
         self._last_sys: Any = None
         self._seen: set[int] = set()
 
-    # -- Sampler interface ---------------------------------------------------
+    def open(self, run_dir: str, root_pid: int) -> None:
+        if not psutil.pid_exists(root_pid):
+            raise Unavailable(f"process {root_pid} not found")
+        self._tree = ProcessTree(root_pid)
 
-    def start(self, run_dir: str, root_pid: int) -> None:
-        try:
-            if not psutil.pid_exists(root_pid):
-                self._status = {"status": UNAVAILABLE, "reason": f"process {root_pid} not found"}
-                return
-            self._writers = {t: JsonlWriter(run_dir, t) for t in ("host", "threads", "system")}
-            self._tree = ProcessTree(root_pid)
-            self._status = {"status": OK, "interval_s": self.interval_s}
-            self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self._failed)
-            self._loop.start()
-        except Exception as e:  # noqa: BLE001 - never raise into the launcher
-            self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
-
-    def stop(self) -> None:
-        try:
-            if self._loop is not None:
-                self._loop.stop()
-            for w in self._writers.values():
-                w.close()
-        except Exception as e:  # noqa: BLE001
-            self._status = {"status": FAILED, "reason": f"stop: {type(e).__name__}: {e}"}
-
-    def status(self) -> dict[str, Any]:
-        st = dict(self._status)
-        if self._loop is not None:
-            st.update(samples=self._loop.ticks, processes_seen=len(self._seen),
-                      cpu_s=round(self._loop.cpu_s, 4))
-        return st
-
-    def _failed(self, e: BaseException) -> None:
-        self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
+    def extra_status(self) -> dict[str, Any]:
+        return {"processes_seen": len(self._seen)} if self._tree is not None else {}
 
     # -- sampling --------------------------------------------------------------
 
@@ -193,7 +164,7 @@ class HostSampler:
         idle = cur.idle - prev.idle
         iowait = getattr(cur, "iowait", 0.0) - getattr(prev, "iowait", 0.0)
         mem = psutil.virtual_memory()
-        self._writers["system"].write({
+        self.write("system", {
             "ts_ns": ts,
             "cpu_pct": round(max(0.0, 100.0 * (total - idle - iowait) / total), 2),
             "iowait_pct": round(100.0 * iowait / total, 2),
@@ -223,7 +194,7 @@ class HostSampler:
         except psutil.NoSuchProcess:  # gone (or a zombie) between the scan and now
             self._forget(pid)
             return
-        self._writers["host"].write(row)
+        self.write("host", row)
         for t in threads or ():
             key = (pid, t.id)
             cpu = (t.user_time, t.system_time)
@@ -231,7 +202,7 @@ class HostSampler:
             # which keeps the table small when a process has hundreds of idle threads
             if self._last_thread.get(key) != cpu:
                 self._last_thread[key] = cpu
-                self._writers["threads"].write({"ts_ns": ts, "pid": pid, "tid": t.id,
+                self.write("threads", {"ts_ns": ts, "pid": pid, "tid": t.id,
                                                 "user_s": t.user_time, "system_s": t.system_time,
                                                 "run_delay_s": _run_delay_s(pid, t.id)})
 

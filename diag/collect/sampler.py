@@ -1,8 +1,15 @@
-"""The interface every out-of-process sampler offers to the launcher.
+"""The interface every out-of-process sampler offers to the launcher, and its base classes.
 
 Samplers run inside the diag process (threads or subprocesses), beside the
 target, never inside it. Each writes its rows under the run directory and
 reports one status dict for run.json's `collectors` block.
+
+`SamplerBase` writes the parts every sampler shares once: start and stop that
+never raise (an error becomes status `failed`, an `Unavailable` raised while
+starting becomes `unavailable`), and the status dict with the sampler's own
+CPU seconds. `PeriodicSampler` adds a sampling thread and one JSON-lines
+writer per table; a new sampler fills in `tables`, `open()`, `tick()` and,
+if it holds resources, `close()`.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
+
+from diag.store.jsonl import JsonlWriter
 
 OK = "ok"
 UNAVAILABLE = "unavailable"
@@ -80,3 +89,134 @@ class PeriodicThread:
             if next_t < now:  # overran: start a fresh grid rather than tick back to back
                 next_t = now + self._interval
             self._stop.wait(next_t - now)
+
+
+class Unavailable(Exception):  # noqa: N818 - a state, not a bug: the status says "unavailable"
+    """Raised by a sampler's start-up when it cannot run here (no GPU, no py-spy...): the reason."""
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+class SamplerBase:
+    """Status, start/stop failure handling and CPU accounting, once for every sampler.
+
+    Subclasses implement `_start()` (may raise `Unavailable(reason)`), `_stop()`,
+    and optionally `own_cpu_s()` and `extra_status()`.
+    """
+
+    name = "sampler"
+
+    def __init__(self) -> None:
+        self._status: dict[str, Any] = {"status": OFF, "reason": "not started"}
+
+    def start(self, run_dir: str, root_pid: int) -> None:
+        """Begin sampling the process tree under root_pid. Never raises."""
+        try:
+            self._start(run_dir, root_pid)
+        except Unavailable as e:
+            self._status = {"status": UNAVAILABLE, "reason": str(e)}
+            self._cleanup()
+        except Exception as e:  # noqa: BLE001 - never raise into the launcher
+            self._status = {"status": FAILED, "reason": _error(e)}
+            self._cleanup()
+
+    def stop(self) -> None:
+        """Stop and flush everything to disk. Never raises; safe to call twice."""
+        try:
+            self._stop()
+        except Exception as e:  # noqa: BLE001
+            self._status = {"status": FAILED, "reason": f"stop: {_error(e)}"}
+
+    def status(self) -> dict[str, Any]:
+        """{"status": ..., "reason"?: ..., <the sampler's own figures>, "cpu_s"?: its own CPU seconds}."""
+        st = dict(self._status)
+        st.update(self.extra_status())
+        cpu = self.own_cpu_s()
+        if cpu is not None:
+            st["cpu_s"] = round(cpu, 4)
+        return st
+
+    def failed(self, e: BaseException) -> None:
+        """Record that sampling broke down (the target runs on)."""
+        self._status = {"status": FAILED, "reason": _error(e)}
+
+    def _cleanup(self) -> None:
+        """After a failed start: release what was taken, without raising."""
+        try:
+            self._stop()
+        except Exception:  # noqa: BLE001,S110 - the start error is the one worth reporting
+            pass
+
+    # -- filled in by a sampler ----------------------------------------------------
+
+    def _start(self, run_dir: str, root_pid: int) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def own_cpu_s(self) -> float | None:
+        """CPU seconds the sampler itself has used (its overhead), None if not measured."""
+        return None
+
+    def extra_status(self) -> dict[str, Any]:
+        """Sampler-specific status fields."""
+        return {}
+
+
+class PeriodicSampler(SamplerBase):
+    """A sampler that calls `tick()` every `interval_s` on its own thread and writes `tables`.
+
+    Fill in `open(run_dir, root_pid)` (raise `Unavailable` when it cannot run;
+    return extra fields for the `ok` status), `tick()` (write rows with
+    `self.write(table, row)`), and `close()` to release resources.
+    """
+
+    tables: tuple[str, ...] = ()
+
+    def __init__(self, interval_s: float) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self._loop: PeriodicThread | None = None
+        self._writers: dict[str, JsonlWriter] = {}
+
+    def _start(self, run_dir: str, root_pid: int) -> None:
+        extra = self.open(run_dir, root_pid)
+        self._writers = {t: JsonlWriter(run_dir, t) for t in self.tables}
+        self._status = {"status": OK, "interval_s": self.interval_s, **(extra or {})}
+        self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self.failed)
+        self._loop.start()
+
+    def _stop(self) -> None:
+        try:
+            if self._loop is not None:
+                self._loop.stop()
+            for w in self._writers.values():
+                w.close()
+        finally:
+            self.close()
+
+    def write(self, table: str, row: dict[str, Any]) -> None:
+        self._writers[table].write(row)
+
+    def own_cpu_s(self) -> float | None:
+        return self._loop.cpu_s if self._loop is not None else None
+
+    def status(self) -> dict[str, Any]:
+        st = super().status()
+        if self._loop is not None:
+            st["samples"] = self._loop.ticks
+        return st
+
+    def open(self, run_dir: str, root_pid: int) -> dict[str, Any] | None:
+        """Prepare to sample; raise Unavailable(reason) when this sampler cannot run here."""
+        return None
+
+    def tick(self) -> None:
+        """Take one sample."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what `open` took. Called once sampling has stopped (also after a failed start)."""

@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 from diag.collect.launcher import unblock_in_child
-from diag.collect.sampler import FAILED, OK, UNAVAILABLE
+from diag.collect.sampler import FAILED, OK, UNAVAILABLE, SamplerBase, Unavailable
 from diag.store.jsonl import RAW_DIR
 
 LOG_FILE = "pyspy.log"
@@ -84,13 +84,14 @@ def _nice_child() -> None:
     os.nice(19)
 
 
-class StackSampler:
+class StackSampler(SamplerBase):
     """Runs `py-spy record` against the target's process tree."""
 
     name = "stacks"
 
     def __init__(self, rate_hz: int = 100, py_spy: str | None = None, stop_timeout_s: float = 20.0,
                  rotate_s: float = 300.0) -> None:
+        super().__init__()
         self.rate_hz = rate_hz
         self.rotate_s = rotate_s
         self._segment_t0 = 0.0
@@ -98,7 +99,6 @@ class StackSampler:
         self._py_spy = py_spy
         self._stop_timeout = stop_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
-        self._status: dict[str, Any] = {"status": "off", "reason": "not started"}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
@@ -110,60 +110,46 @@ class StackSampler:
 
     # -- Sampler interface ---------------------------------------------------
 
-    def start(self, run_dir: str, root_pid: int) -> None:
-        try:
-            exe = self._py_spy or find_py_spy()
-            if exe is None:
-                self._status = {"status": UNAVAILABLE, "reason": "py-spy not installed"}
-                return
-            self._exe, self._pid = exe, root_pid
-            raw = os.path.join(run_dir, RAW_DIR)
-            os.makedirs(raw, exist_ok=True)
-            self._raw = raw
-            self._log = os.path.join(raw, LOG_FILE)
-            self._spawn()
-            self._watcher = threading.Thread(target=self._watch, name="diag-stacks", daemon=True)
-            self._watcher.start()
-        except Exception as e:  # noqa: BLE001 - never raise into the launcher
-            self._status = {"status": FAILED, "reason": f"{type(e).__name__}: {e}"}
+    def _start(self, run_dir: str, root_pid: int) -> None:
+        exe = self._py_spy or find_py_spy()
+        if exe is None:
+            raise Unavailable("py-spy not installed")
+        self._exe, self._pid = exe, root_pid
+        raw = os.path.join(run_dir, RAW_DIR)
+        os.makedirs(raw, exist_ok=True)
+        self._raw = raw
+        self._log = os.path.join(raw, LOG_FILE)
+        self._spawn()
+        self._watcher = threading.Thread(target=self._watch, name="diag-stacks", daemon=True)
+        self._watcher.start()
 
-    def stop(self) -> None:
-        try:
-            self._stopping.set()
-            if self._watcher is not None:
-                self._watcher.join(5.0)
-            with self._lock:
-                proc = self._proc
-            if proc is None or proc.poll() is not None:
-                self._settle()
-                return
-            self._measure(proc)
-            # SIGINT makes py-spy write its file; it runs in its own session, so a
-            # Ctrl-C in the terminal does not reach it before we ask
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(self._stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                self._status = {"status": FAILED, "reason": "py-spy did not finish writing its output in time"}
-                return
+    def _stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.join(5.0)
+        with self._lock:
+            proc = self._proc
+        if proc is None or proc.poll() is not None:
             self._settle()
-        except Exception as e:  # noqa: BLE001
-            self._status = {"status": FAILED, "reason": f"stop: {type(e).__name__}: {e}"}
+            return
+        self._measure(proc)
+        if not self._interrupt(proc):
+            self._status = {"status": FAILED, "reason": "py-spy did not finish writing its output in time"}
+            return
+        self._settle()
 
-    def status(self) -> dict[str, Any]:
-        st = dict(self._status)
-        st["rate_hz"] = self.rate_hz
+    def extra_status(self) -> dict[str, Any]:
+        st: dict[str, Any] = {"rate_hz": self.rate_hz}
         if self._start_ns is not None:
             st["start_ns"] = self._start_ns
         if self._attempts > 1:
             st["attempts"] = self._attempts
         if self._segments:
             st["segments"] = self._segments + 1
-        if self._cpu_done + self._cpu_cur:
-            st["cpu_s"] = round(self._cpu_done + self._cpu_cur, 4)
         return st
+
+    def own_cpu_s(self) -> float | None:
+        return (self._cpu_done + self._cpu_cur) or None
 
     # -- internals -------------------------------------------------------------
 
@@ -188,12 +174,7 @@ class StackSampler:
     def _rotate(self, proc: subprocess.Popen[bytes]) -> None:
         """Stop the running py-spy (it writes its segment), compact that, attach a new one."""
         done = self._out
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(self._stop_timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        self._interrupt(proc)
         self._measure(proc)
         self._retire()
         self._segments += 1
@@ -204,6 +185,19 @@ class StackSampler:
                                  preexec_fn=_nice_child)
         if _alive(self._pid):
             self._spawn()
+
+    def _interrupt(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Stop py-spy so that it writes its file; kill it if it takes too long (then False)."""
+        # SIGINT makes py-spy write its file; it runs in its own session, so a
+        # Ctrl-C in the terminal does not reach it before we ask
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(self._stop_timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return False
 
     def _watch(self) -> None:
         """Notice py-spy exiting early; retry while the target may still start Python."""
