@@ -9,7 +9,7 @@ from analysis_fixtures import RunBuilder
 
 from diag.engine import diagnose
 from diag.engine.diagnosis import LABELS, SCHEMA, Diagnosis
-from diag.views.console import format_value, render_text
+from diag.views.console import render_text
 from diag.views.json_view import dumps
 
 
@@ -78,13 +78,6 @@ def test_console_without_verdict(tmp_path):
     b = RunBuilder(str(tmp_path), gpu=False)
     text = render_text(diagnose(b.write()))
     assert "diag verdict: none" in text and "Too little evidence" in text
-
-
-def test_format_value():
-    assert format_value(0.423, "ratio") == "42%"
-    assert format_value(1.37, "ratio") == "1.37x"
-    assert format_value(60e6, "bytes") == "60.0 MB"
-    assert format_value(None, "ms") == "n/a"
 
 
 def test_unclosed_ranges_and_null_samples_do_not_break_analysis(tmp_path):

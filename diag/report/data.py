@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from diag.analysis import latency as latency_mod
 from diag.analysis import series as series_mod
 from diag.analysis import tables
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase
@@ -178,14 +179,17 @@ def _timeline(run: Run) -> dict[str, Any]:
 
 
 def _latency(run: Run) -> dict[str, Any]:
+    # The summary, percentiles and histograms are the steady state's (the metrics' numbers, latency.SCOPE);
+    # the slowest calls and the queue vs service split are the whole run's.
     summary = tables.latency_summary(run)
+    samples = latency_mod.run_latencies(run)
     kinds = []
     qvs = tables.queue_vs_service(run)
     for row in _records(summary):
         kind = row["kind"]
-        values = tables.latency_values(run, kind)
-        entry = {"kind": kind, "summary": row, "histogram": _histogram(values),
-                 "percentiles": {f"p{p}": row.get(f"p{p}_ms") for p in tables.PERCENTILES},
+        entry = {"kind": kind, "scope": latency_mod.SCOPE, "summary": row,
+                 "histogram": _histogram(samples[kind].ms, samples[kind].weight),
+                 "percentiles": {f"p{p}": row.get(f"p{p}_ms") for p in latency_mod.PERCENTILES},
                  "slowest": _records(tables.slowest(run, kind, SLOWEST)), "queue": None}
         if kind == "request" and not qvs.empty:
             q = pd.to_numeric(qvs["queue_ms"], errors="coerce").dropna()
@@ -197,22 +201,24 @@ def _latency(run: Run) -> dict[str, Any]:
     # Requests first: they are what users wait on.
     kinds.sort(key=lambda k: 0 if k["kind"] == "request" else 1)
     note = "" if kinds else "No steps or requests were recorded (no model call or request range seen)."
-    return {"kinds": kinds, "note": note}
+    return {"kinds": kinds, "note": note, "scope": latency_mod.SCOPE, "whole_run": "queue and service p50, slowest calls"}
 
 
-def _histogram(values: np.ndarray) -> dict[str, Any]:
-    """Bins up to the 99.5th percentile (so one slow start-up step does not squash the rest)."""
+def _histogram(values: np.ndarray, weight: np.ndarray) -> dict[str, Any]:
+    """Calls per bin (each value counts `weight` calls), bins up to the 99.5th percentile (so one slow
+    call does not squash the rest)."""
     v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
+    ok = np.isfinite(v)
+    v, w = v[ok], np.asarray(weight, dtype=float)[ok]
     if len(v) == 0:
         return {"edges": [], "counts": [], "above": 0, "above_ms": None}
     hi = float(np.percentile(v, 99.5)) * 1.15
     lo = float(v.min())
     if hi <= lo:
         hi = lo + max(abs(lo) * 0.1, 1e-3)
-    counts, edges = np.histogram(v, bins=HIST_BINS, range=(lo, hi))
-    return {"edges": _floats(edges, 4), "counts": [int(c) for c in counts],
-            "above": int((v > hi).sum()), "above_ms": round(hi, 4)}
+    counts, edges = np.histogram(v, bins=HIST_BINS, range=(lo, hi), weights=w)
+    return {"edges": _floats(edges, 4), "counts": [int(round(c)) for c in counts],
+            "above": int(round(w[v > hi].sum())), "above_ms": round(hi, 4)}
 
 
 def _breakdown(diagnosis: Diagnosis) -> dict[str, Any]:

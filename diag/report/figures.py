@@ -95,7 +95,7 @@ def latency_figure(kind: dict[str, Any]) -> go.Figure | None:
         fig.add_vline(x=value, line={"color": PERCENTILE_COLORS.get(name, "#111"), "width": 1.5, "dash": "dash"})
         fig.add_annotation(x=value, y=top * (1.02 + 0.09 * (i % 2)), text=f"{name} {value:.3g} ms",
                            showarrow=False, xanchor="left", font={"size": 10, "color": PERCENTILE_COLORS.get(name)})
-    fig.update_xaxes(title_text=f"{kind['kind']} latency (ms)")
+    fig.update_xaxes(title_text=f"{kind['kind']} latency (ms) · {kind['scope']}")
     fig.update_yaxes(title_text="count", range=[0, top * 1.22])
     fig.update_layout(showlegend=False, bargap=0)
     return _style(fig, height=320)

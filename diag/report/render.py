@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from diag.report import figures
-from diag.report.data import format_value
+from diag.views.units import format_cell, format_value
 
 PLOTLY_CONFIG = {"responsive": True, "displaylogo": False, "scrollZoom": False,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
@@ -29,31 +29,15 @@ def environment() -> Environment:
     """The one template environment; autoescape is on for every template."""
     env = Environment(loader=PackageLoader("diag.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = _num
-    env.filters["pct"] = _pct
-    env.filters["bytes"] = _bytes
+    # The same formatter as every other view: {{ x|value("ms") }}, {{ v|cell(column) }}.
+    env.filters["value"] = format_value
+    env.filters["cell"] = _cell
     return env
 
 
-def _num(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        return f"{v:,}"
-    try:
-        return f"{float(v):.{digits}g}"
-    except (TypeError, ValueError):
-        return str(v)
-
-
-def _bytes(v: Any) -> str:
-    return "–" if v is None else format_value(v, "bytes")
-
-
-def _pct(v: Any) -> str:
-    return "–" if v is None else f"{float(v) * 100:.1f}%"
+def _cell(value: Any, column: str) -> str:
+    """Jinja filter: `{{ row.p50_ms|cell("p50_ms") }}`, formatted in the unit its column name carries."""
+    return format_cell(column, value)
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from diag.errors import DiagError
-from diag.store.jsonl import read_raw
+from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import MANIFEST, read_manifest
 
 # Columns of every table (docs/run-format.md). Extra columns are kept.
@@ -156,10 +156,26 @@ def open_run(path: str) -> Run:
     return Run(path=path, manifest=manifest)
 
 
+# Raw tables read only from raw/ (by the recorder's own readers), on purpose never sealed.
+RAW_ONLY = ("meta",)
+
+
+def stored_tables(path: str) -> list[str]:
+    """The tables `seal` writes: the documented ones (TABLES), every table a registered
+    parser builds, and every raw table a collector wrote; so no table is left out
+    because nobody remembered to list it."""
+    _load_parsers()
+    raw = os.path.join(path, RAW_DIR)
+    on_disk = sorted({n.split(".", 1)[0] for n in os.listdir(raw) if n.endswith(".jsonl")}) \
+        if os.path.isdir(raw) else []
+    names = dict.fromkeys([*TABLES, *_DERIVED, *on_disk])
+    return [n for n in names if n not in RAW_ONLY]
+
+
 def seal(path: str) -> None:
-    """Convert every raw table into Parquet. Idempotent; raw files are kept."""
+    """Convert every table of the run into Parquet. Idempotent; raw files are kept."""
     run = open_run(path)
-    for name in TABLES:
+    for name in stored_tables(path):
         df = run.table(name)
         out = os.path.join(path, f"{name}.parquet")
         tmp = out + ".tmp"

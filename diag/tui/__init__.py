@@ -1,7 +1,7 @@
 """The Textual TUI: `diag tui RUN`. `run_tui(path)` for the CLI, `make_app(source)` for tests.
 
-Textual is imported only when one of these is used, so `diag.tui.source` and
-`diag.tui.fmt` stay importable without it.
+Textual is imported only when one of these is used, so `diag.tui.source`
+stays importable without it.
 """
 
 from __future__ import annotations

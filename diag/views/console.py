@@ -16,31 +16,13 @@ from rich.text import Text
 from diag.engine.diagnose import STRONG_SCORE, WEAK_SCORE
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
 from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
+from diag.views.units import format_value
 
 BAR_WIDTH = 20
 MAX_FINDINGS = 3
 MAX_CODE_LINES = 6
 MAX_EVIDENCE = 4
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
-_UNIT_FORMAT = {"ratio": "{:.0%}", "s": "{:.2f} s", "ms": "{:.2f} ms", "us": "{:.1f} us", "count": "{:,.1f}",
-                "cores": "{:.1f} cores", "per_s": "{:,.1f}/s", "flag": "{:.0f}"}
-
-
-def format_value(value: float | None, unit: str) -> str:
-    """A metric value for people: 0.42 ratio -> 42%, bytes -> MB, None -> n/a."""
-    if value is None:
-        return "n/a"
-    if unit == "ratio" and abs(value) > 1.0:
-        return f"{value:.2f}x"  # a ratio of two times, not a share
-    if unit in ("bytes", "bytes/s"):
-        v, suffix = float(value), ""
-        for s in ("", "K", "M", "G", "T"):
-            suffix = s
-            if abs(v) < 1000:
-                break
-            v /= 1000
-        return f"{v:.1f} {suffix}B" + ("/s" if unit == "bytes/s" else "")
-    return _UNIT_FORMAT.get(unit, "{:.3g}").format(value)
 
 
 def _bar(score: float) -> Text:
@@ -62,7 +44,7 @@ def _verdict(d: Diagnosis) -> Text:
     cmd = " ".join(str(c) for c in run.get("command") or [])
     if not cmd and isinstance(run.get("imported_from"), dict):  # a trace from another tool
         cmd = f"imported {run['imported_from'].get('format', 'trace')}: {run['imported_from'].get('path', '')}"
-    head += Text(f"\n{cmd}  ·  {run.get('duration_s') or 0:.1f} s  ·  {where}", style="dim")
+    head += Text(f"\n{cmd}  ·  {format_value(run.get('duration_s') or 0, 's')}  ·  {where}", style="dim")
     return head
 
 

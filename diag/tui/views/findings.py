@@ -15,9 +15,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from diag.engine.diagnosis import Diagnosis, Finding
-from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
+from diag.views.units import format_value
 
 SEVERITY_MARK = {"high": "!!!", "medium": "!! ", "low": "!  ", "info": "·  "}
 
@@ -35,7 +35,7 @@ def finding_detail(f: Finding) -> Group:
         table.add_column("threshold", no_wrap=True)
         table.add_column("unit", no_wrap=True)
         for e in f.evidence:
-            table.add_row(e.metric, fmt.value(e.value, e.unit), e.threshold or "–", e.unit or "–")
+            table.add_row(e.metric, format_value(e.value, e.unit), e.threshold or "–", e.unit or "–")
         parts.append(table)
     if f.recommendations:
         parts.append(Text("Recommendations", style="bold"))

@@ -9,12 +9,12 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import FrameTable
 from diag.tui.widgets.score_bars import share_lines
+from diag.views.units import format_value
 
 
 @dataclass
@@ -27,7 +27,7 @@ class KernelsData:
 
 def categories_text(categories: pd.DataFrame, width: int = 24) -> Text:
     """One line per kernel category: name, bar of its share of GPU time, share, total."""
-    rows = [(str(r.category), float(r.share), f"  {fmt.seconds(float(r.total_ms) / 1e3):>9}  {int(r.count):,}")
+    rows = [(str(r.category), float(r.share), f"  {format_value(r.total_ms, 'ms'):>9}  {format_value(r.count, 'count')}")
             for r in categories.itertuples(index=False)]
     return share_lines(rows, 12, width)
 

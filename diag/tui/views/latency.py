@@ -10,11 +10,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from diag.analysis.latency import SCOPE
-from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.frame_table import FrameTable
 from diag.tui.widgets.histogram import Histogram
+from diag.views.units import format_value
 
 
 @dataclass
@@ -33,10 +33,11 @@ def queue_line(queue: pd.DataFrame) -> str:
     parts = []
     for col, name in (("queue_ms", "queue wait"), ("service_ms", "service")):
         v = q[col].to_numpy(dtype=float)
-        parts.append(f"{name} p50 {fmt.seconds(np.percentile(v, 50) / 1e3)}, "
-                     f"p95 {fmt.seconds(np.percentile(v, 95) / 1e3)}")
+        parts.append(f"{name} p50 {format_value(np.percentile(v, 50), 'ms')}, "
+                     f"p95 {format_value(np.percentile(v, 95), 'ms')}")
     share = float(q["queue_ms"].sum() / max(q["latency_ms"].sum(), 1e-12))
-    return f"{len(q):,} requests · " + " · ".join(parts) + f" · queue is {share * 100:.1f}% of latency"
+    return (f"{format_value(len(q), 'count')} requests · " + " · ".join(parts)
+            + f" · queue is {format_value(share, 'ratio')} of latency")
 
 
 class LatencyView(View):

@@ -11,11 +11,11 @@ from textual.widgets import Static
 
 from diag.analysis import tables
 from diag.engine.diagnosis import LABEL_MEANING, Diagnosis
-from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.phase_bar import PhaseBar
 from diag.tui.widgets.score_bars import ScoreBars
+from diag.views.units import format_value
 
 MAX_METRICS = 12
 
@@ -29,7 +29,7 @@ class OverviewData:
 
 def key_metrics(diagnosis: Diagnosis, limit: int = MAX_METRICS) -> list[tuple[str, str]]:
     """(name, formatted value) of the key steady-state metrics the diagnosis holds."""
-    return [(k.removeprefix("steady."), fmt.value(v, diagnosis.units.get(k, "")))
+    return [(k.removeprefix("steady."), format_value(v, diagnosis.units.get(k, "")))
             for k, v in tables.key_metrics(diagnosis.metrics)[:limit]]
 
 
@@ -39,7 +39,7 @@ def run_line(manifest: dict[str, Any]) -> str:
     devices = (manifest.get("gpu") or {}).get("devices") or []
     parts = [cmd]
     if manifest.get("duration_s") is not None:
-        parts.append(fmt.seconds(manifest["duration_s"]))
+        parts.append(format_value(manifest["duration_s"], "s"))
     parts.append(devices[0].get("name", "GPU") if devices else "no GPU")
     if manifest.get("exit_code") is not None:
         parts.append(f"exit {manifest['exit_code']}")

@@ -10,9 +10,9 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
+from diag.views.units import format_value
 
 STATUS_STYLE = {"ok": "green", "off": "dim", "unavailable": "yellow", "failed": "bold red"}
 
@@ -34,16 +34,16 @@ def manifest_tables(m: dict[str, Any]) -> list[Table]:
     host = m.get("host") or {}
     gpu = m.get("gpu") or {}
     run = [("command", " ".join(str(c) for c in m.get("command") or [])), ("cwd", m.get("cwd", "")),
-           ("run id", m.get("run_id", "")), ("duration", fmt.seconds(m.get("duration_s"))),
+           ("run id", m.get("run_id", "")), ("duration", format_value(m.get("duration_s"), "s")),
            ("exit code", m.get("exit_code")), ("signal", m.get("signal") or "–"),
            ("partial", "yes — the recording was cut short" if m.get("partial") else "no")]
     hosts = [("hostname", host.get("hostname", "")), ("cpu", host.get("cpu_model", "")),
              ("cores", f"{host.get('cores_physical', '?')} physical, {host.get('cores_logical', '?')} logical"),
-             ("ram", fmt.bytes_(host.get("ram_bytes"))), ("os", host.get("os", ""))]
+             ("ram", format_value(host.get("ram_bytes"), "bytes")), ("os", host.get("os", ""))]
     gpus: list[tuple[str, Any]] = []
     for dev in gpu.get("devices") or []:
         gpm = "GPM" if dev.get("gpm") else "no GPM"
-        gpus.append((f"gpu {dev.get('index', '?')}", f"{dev.get('name', '?')}, {fmt.bytes_(dev.get('memory_bytes'))}, {gpm}"))
+        gpus.append((f"gpu {dev.get('index', '?')}", f"{dev.get('name', '?')}, {format_value(dev.get('memory_bytes'), 'bytes')}, {gpm}"))
     if gpu.get("driver"):
         gpus.append(("driver", f"{gpu['driver']} (CUDA {gpu.get('cuda_driver', '?')})"))
     if not gpus:

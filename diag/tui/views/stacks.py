@@ -11,7 +11,6 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from diag.analysis.tables import time_breakdown
-from diag.tui import fmt
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.views.timeline import collector_note
@@ -19,6 +18,22 @@ from diag.tui.widgets.frame_table import FrameTable
 from diag.tui.widgets.score_bars import share_lines
 
 ALL = "all phases"
+
+
+def short_frame(text: str, cwd: str = "") -> str:
+    """A stack frame 'fn (/long/path/site-packages/torch/x.py:12)' with its path shortened:
+    relative to the package root or the run's working directory."""
+    if "(" not in text or not text.endswith(")"):
+        return text
+    fn, _, where = text[:-1].rpartition(" (")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in where:
+            where = where.rsplit(marker, 1)[1]
+            break
+    else:
+        if cwd and where.startswith(cwd.rstrip("/") + "/"):
+            where = where[len(cwd.rstrip("/")) + 1:]
+    return f"{fn} ({where})"
 
 
 @dataclass
@@ -72,7 +87,7 @@ class StacksView(View):
         table = self.query_one("#frames", FrameTable)
         cwd = str(self.source.manifest.get("cwd") or "")
         table.set_frame(df.assign(where=df["in_model"].map({True: "model", False: "outside"}),
-                                  frame=df["frame"].map(lambda f: fmt.frame(str(f), cwd))),
+                                  frame=df["frame"].map(lambda f: short_frame(str(f), cwd))),
                         ["frame", "where", "self_s", "share", "phase"])
         if self.filter_text:
             table.apply_filter(self.filter_text)

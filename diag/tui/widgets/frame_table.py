@@ -8,7 +8,7 @@ import pandas as pd
 from rich.text import Text
 from textual.widgets import DataTable
 
-from diag.tui import fmt
+from diag.views.units import format_cell
 
 
 def header(column: str) -> str:
@@ -23,7 +23,7 @@ def header(column: str) -> str:
 
 def frame_rows(df: pd.DataFrame, columns: Sequence[str]) -> list[list[str]]:
     """Every row of `df` as display strings, in `columns` order."""
-    return [[fmt.cell(c, v) for c, v in zip(columns, row, strict=True)] for row in df[list(columns)].itertuples(index=False)]
+    return [[format_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in df[list(columns)].itertuples(index=False)]
 
 
 class FrameTable(DataTable):

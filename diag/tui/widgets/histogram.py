@@ -8,8 +8,8 @@ import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 
-from diag.tui import fmt
 from diag.tui.widgets.score_bars import bar
+from diag.views.units import format_value
 
 
 def histogram_bins(values_s: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:
@@ -44,8 +44,8 @@ class Histogram(Widget):
     def render(self) -> Text:
         if not self.bins:
             return Text("no values")
-        labels = [f"{fmt.seconds(lo)} – {fmt.seconds(hi)}" for lo, hi, _ in self.bins]
-        counts = [f"{c:,}" for _, _, c in self.bins]
+        labels = [f"{format_value(lo, 's')} – {format_value(hi, 's')}" for lo, hi, _ in self.bins]
+        counts = [format_value(c, "count") for _, _, c in self.bins]
         lw, cw = max(map(len, labels)), max(map(len, counts))
         bar_w = max(4, self.size.width - lw - cw - 3)
         peak = max(c for _, _, c in self.bins) or 1

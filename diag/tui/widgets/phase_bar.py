@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from diag.engine.diagnosis import Phase
-from diag.tui import fmt
+from diag.views.units import format_value
 
 PHASE_CLASSES = ("startup", "warmup", "steady")
 
@@ -75,7 +75,7 @@ class PhaseBar(Widget):
 
 def axis(duration_s: float, width: int) -> str:
     """A time axis: the start, the middle and the end of the run in seconds."""
-    left, mid, right = "0 s", fmt.seconds(duration_s / 2), fmt.seconds(duration_s)
+    left, mid, right = "0 s", format_value(duration_s / 2, "s"), format_value(duration_s, "s")
     if width < len(left) + len(right) + 2:
         return left[:width]
     line = left + " " * (width - len(left) - len(right)) + right

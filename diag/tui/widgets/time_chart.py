@@ -15,8 +15,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from diag.engine.diagnosis import Phase
-from diag.tui import fmt
 from diag.tui.widgets.phase_bar import PHASE_CLASSES, column_phases
+from diag.views.units import format_value
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -102,7 +102,7 @@ class TimeChart(Widget):
         s = self.series
         text = Text(no_wrap=True, overflow="crop")
         text.append(s.name, style=self.get_component_rich_style("chart--title"))
-        stats = f"  mean {fmt.value(self.mean, s.unit)}  peak {fmt.value(self.peak, s.unit)}"
+        stats = f"  mean {format_value(self.mean, s.unit)}  peak {format_value(self.peak, s.unit)}"
         text.append(stats, style=self.get_component_rich_style("chart--stats"))
         columns = bin_columns(s.t_s, s.values, self.duration_s, width)
         phases = column_phases(self.phases, self.duration_s, width)
