@@ -21,6 +21,7 @@ from diag.analysis import series as series_mod
 from diag.analysis import tables
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase
 from diag.store.run import Run
+from diag.views.units import format_value
 
 GROUP_TITLES: dict[str, str] = {
     "gpu": "GPU utilization",
@@ -128,34 +129,6 @@ def _finding(f: Any) -> dict[str, Any]:
         "recommendations": [{"text": r.text, "code": r.code, "expected_gain": r.expected_gain, "link": r.link}
                             for r in f.recommendations],
     }
-
-
-def format_value(value: float | None, unit: str) -> str:
-    """A metric's value as people read it: ratios as percent, bytes in MB/GB."""
-    v = _num(value)
-    if v is None:
-        return "n/a"
-    if unit in ("ratio", "share"):
-        return f"{v * 100:.1f}%"
-    if unit == "%":
-        return f"{v:.1f}%"
-    if unit == "bytes":
-        for scale, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-            if abs(v) >= scale:
-                return f"{v / scale:.2f} {name}"
-        return f"{v:.0f} B"
-    if unit == "bytes/s":
-        return format_value(v, "bytes") + "/s"
-    if unit in ("s", "ms", "us"):
-        return f"{v:.3g} {'µs' if unit == 'us' else unit}"
-    if unit == "flag":
-        return "yes" if v else "no"
-    if unit == "per_s":
-        return f"{v:.3g}/s"
-    if unit == "count":
-        return f"{v:,.0f}"
-    text = f"{v:.4g}"
-    return f"{text} {unit}".strip()
 
 
 # --- charts' data -----------------------------------------------------------
