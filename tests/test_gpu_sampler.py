@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from diag.collect.gpu_sampler import GpuSampler, gpu_inventory, throttle_names
+from diag.collect import throttle
+from diag.collect.gpu_sampler import GpuSampler, gpu_inventory
 from diag.store.jsonl import read_jsonl
 
 
@@ -244,8 +245,12 @@ def test_inventory():
 
 
 def test_throttle_names():
-    assert throttle_names(0) == ""
-    assert throttle_names(0x4 | 0x40) == "sw_power_cap,hw_thermal_slowdown"
+    assert throttle.names(0) == ""
+    assert throttle.names(0x4 | 0x40) == "sw_power_cap,hw_thermal_slowdown"
+    # the analysis reads names back into the same bits, and groups them once
+    assert throttle.mask("sw_power_cap,hw_thermal_slowdown,unknown") == 0x4 | 0x40
+    assert throttle.mask(throttle.names(0x1FF)) == 0x1FF
+    assert throttle.POWER == 0x004 | 0x080 and throttle.THERMAL == 0x020 | 0x040 | 0x008
 
 
 def test_fake_matches_pynvml():

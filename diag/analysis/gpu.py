@@ -8,11 +8,8 @@ import pandas as pd
 from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.context import Context, complete, mean_or_none, num
+from diag.collect import throttle
 
-# NVML clocks-event reasons that mean the GPU slowed itself down.
-POWER_BITS = 0x004 | 0x080  # sw_power_cap, hw_power_brake_slowdown
-THERMAL_BITS = 0x020 | 0x040  # sw/hw thermal slowdown
-HW_SLOWDOWN = 0x008
 GPM = ("sm_active", "sm_occupancy", "tensor_active", "dram_bw_util", "fp32_active", "fp16_active")
 MATMUL = ("gemm", "conv", "attention")
 ELEMENTWISE = ("elementwise", "reduction", "norm")
@@ -111,8 +108,8 @@ def _nvml(ctx: Context, out: dict[str, float | None]) -> None:
             out["steady.gpu_mem_used_ratio"] = float(np.nanmax(frac))
     mask = _throttle_mask(g)
     if mask is not None:
-        power = (mask & POWER_BITS) != 0
-        thermal = (mask & (THERMAL_BITS | HW_SLOWDOWN)) != 0
+        power = (mask & throttle.POWER) != 0
+        thermal = (mask & throttle.THERMAL) != 0
         out["steady.power_throttle_share"] = float(power.mean())
         out["steady.thermal_throttle_share"] = float(thermal.mean())
         out["steady.throttle_share"] = float((power | thermal).mean())
@@ -120,10 +117,6 @@ def _nvml(ctx: Context, out: dict[str, float | None]) -> None:
     busy = num(g["util_gpu"]) >= 50
     r = clock[busy] / cmax[busy]
     out["steady.sm_clock_ratio"] = mean_or_none(r) if len(r) else None
-
-
-_NAME_BITS = {"sw_power_cap": 0x004, "hw_power_brake_slowdown": 0x080, "sw_thermal_slowdown": 0x020,
-              "hw_thermal_slowdown": 0x040, "hw_slowdown": 0x008}
 
 
 def _throttle_mask(g: pd.DataFrame) -> np.ndarray | None:
@@ -134,8 +127,7 @@ def _throttle_mask(g: pd.DataFrame) -> np.ndarray | None:
     names = g["throttle_reasons"].dropna()
     if names.empty:
         return None
-    return g["throttle_reasons"].fillna("").astype(str).map(
-        lambda s: sum(b for n, b in _NAME_BITS.items() if n in s.split(","))).to_numpy(dtype=np.int64)
+    return g["throttle_reasons"].fillna("").astype(str).map(throttle.mask).to_numpy(dtype=np.int64)
 
 
 def _kernels(ctx: Context, out: dict[str, float | None]) -> None:

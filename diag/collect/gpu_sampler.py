@@ -19,20 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from diag.collect import throttle
 from diag.collect.sampler import PeriodicSampler, Unavailable
-
-# NVML clocks-event (throttle) reason bits; fixed by NVML's ABI.
-THROTTLE_REASONS = {
-    0x001: "gpu_idle",
-    0x002: "applications_clocks_setting",
-    0x004: "sw_power_cap",
-    0x008: "hw_slowdown",
-    0x010: "sync_boost",
-    0x020: "sw_thermal_slowdown",
-    0x040: "hw_thermal_slowdown",
-    0x080: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
 
 # gpu table column -> pynvml GPM metric constant name. All are percentages,
 # except PCIe throughput (MiB/s), converted to bytes per second.
@@ -66,11 +54,6 @@ def _load_nvml() -> Any:
 
 def _text(v: Any) -> str:
     return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-
-
-def throttle_names(mask: int) -> str:
-    """Names of the reason bits set in an NVML clocks-event mask, joined by ','."""
-    return ",".join(name for bit, name in THROTTLE_REASONS.items() if mask & bit)
 
 
 def _cuda_version(v: int) -> str:
@@ -242,7 +225,7 @@ class GpuSampler(PeriodicSampler):
             "power_limit_w": limit / 1000.0 if limit is not None else None,
             "temp_c": self._call(dev, "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
             "throttle": mask,
-            "throttle_reasons": throttle_names(mask) if mask is not None else None,
+            "throttle_reasons": throttle.names(mask) if mask is not None else None,
             "pcie_tx_bps": None, "pcie_rx_bps": None,
         }
         row.update(self._gpm_values(dev))
