@@ -126,7 +126,9 @@ def test_events(recorded) -> None:
     assert ev[ev["kind"] == "first_step"]["name"].iloc[0] == "Net"
     gens = {d["generation"] for d in details(ev, "gc")}
     assert 2 in gens  # the explicit gc.collect()
-    assert "note" not in kinds, details(ev, "note")
+    # no hook failed; the kernel windows (on by default) may say why they cannot run on this build
+    notes = ev[(ev["kind"] == "note") & (ev["name"] != "kernel_windows")]
+    assert notes.empty, list(notes["detail"])
 
 
 def test_meta(recorded) -> None:
@@ -308,8 +310,8 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
     for seq in range(3):
         events = hooks._start_events(0)
         assert events[2] == "stream0"
-        row = [0, 0, 1, "torch", "M", 2, [(2, 4)], "float32", "cuda:0", -1, 0, seq, False, 1]  # STEP_COLUMNS
-        hooks._step_done(row, events, ts=seq, dur=5, seq=seq, mod=object())
+        row = rec2.begin_step("torch", lambda: ("M", 2, [(2, 4)], "float32", "cuda:0"))
+        rec2.end_step(row, hooks._await_gpu, events)  # the row waits for its end event
         ends.append(events[1])
     assert _rows(rec2, "steps") == []  # nothing completed: rows wait, nobody blocks
     ends[0].done = True

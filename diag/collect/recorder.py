@@ -41,9 +41,29 @@ process's rows in order; later keys win.
 
 Writing: `write(table, row_dict)` queues a row (the flusher thread turns rows
 into JSON every `flush_s`, at exit, on SIGTERM, and inline past 20 000 queued
-rows); `step(values)` queues a steps row as a list in STEP_COLUMNS order (the
-hot path); `weight(table)` says whether to keep the next row (see above).
-A SIGKILL loses at most the last `flush_s` of rows; the rest stays readable.
+rows); `step(row)` queues a steps row, a list in `diag.store.steps.STEP_COLUMNS`
+order (the hot path: no dict); `weight(table)` says whether to keep the next
+row (see above). A SIGKILL loses at most the last `flush_s` of rows; the rest
+stays readable.
+
+The step lifecycle, for every framework hook (torch modules, ORT runs, and the
+next one: CUDA-graph replays, compiled callables):
+
+    row = rec.begin_step("ort", describe, sess, feed)  # None: nested in another step
+    try:
+        return original(...)
+    finally:
+        rec.end_step(row)
+
+Only the outermost call of a thread is a step. `begin_step` numbers it (`seq`,
+every step of the process, kept or not), decides its `weight`, calls
+`describe(*args) -> (model, batch, shapes, dtype, device)` only for a kept
+step, resets the thread's sync count and takes the start time last.
+`end_step` takes the duration first, then fills `syncs` (counted by `sync()`),
+queues the row (or hands it to `defer(row, extra)`, which writes it later with
+`step()`: torch waits for CUDA events), writes the `first_step` event and runs
+the `on_step_end` callbacks. A hook may test `rec.state.depth` itself to skip
+`begin_step` on nested calls (one thread-local read).
 
 Contract for the kernel windows (diag/collect/kernel_windows.py):
   - `recorder.on_step_end`: list of callables; each is called as `cb(seq)` on
@@ -72,6 +92,7 @@ from typing import Any
 
 from diag.collect.options import defaults as _option_defaults
 from diag.store.jsonl import JsonlWriter
+from diag.store.steps import DUR, MODEL, SEQ, SOURCE, STEP_COLUMNS, STEP_LAYOUT, SYNCS, TS, WEIGHT
 
 TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
 
@@ -159,12 +180,81 @@ class Recorder:
         if len(buf) >= self._max_pending:
             self._drain(table)
 
-    def step(self, values: list[Any]) -> None:
-        """A steps row as a list in STEP_COLUMNS order (the hooks' fast path; no dict)."""
+    def step(self, row: list[Any]) -> None:
+        """Queue a finished steps row, a list in STEP_COLUMNS order (the fast path; no dict)."""
         buf = self._pending["steps"]
-        buf.append(values)
+        buf.append(row)
         if len(buf) >= self._max_pending:
             self._drain("steps")
+
+    # -- the step lifecycle (module doc) ---------------------------------------
+
+    def begin_step(self, source: str, describe: Callable[..., tuple[Any, ...]] | None = None,
+                   *args: Any) -> list[Any] | None:
+        """Start a step on this thread: its row, or None when nested in another step.
+
+        `describe(*args)` returns `(model, batch, shapes, dtype, device)`; it
+        is called only when the row is kept, before the clock starts. Pass
+        the result to `end_step`, also when the call raised.
+        """
+        state = self.state
+        if state.depth:
+            return None
+        seq = next(self.seq_counter)
+        weight = self.weight("steps")
+        model, batch, shapes, dtype, device = "", -1, "", "", ""
+        if weight and describe is not None:
+            try:
+                model, batch, shapes, dtype, device = describe(*args)
+            except Exception:  # noqa: BLE001 - never hurt the target: the step stays, undescribed
+                pass
+        row = [0, 0, state.tid or self._new_tid(), source, model, batch, shapes, dtype, device, -1, 0, seq,
+               self.in_window, weight]
+        state.syncs = 0
+        state.depth = 1
+        row[TS] = _time_ns()
+        row[DUR] = _perf_ns()  # the start on the perf counter, until end_step makes it the duration
+        return row
+
+    def end_step(self, row: list[Any] | None, defer: Callable[[list[Any], Any], None] | None = None,
+                 extra: Any = None) -> None:
+        """Finish a step begun by `begin_step` (None: a nested call, nothing to do). Never raises.
+
+        The row is queued, or handed to `defer(row, extra)` when given (which
+        writes it later with `step()`); a row sampled out (`weight` 0) is not
+        written, but still counts for `first_step` and the callbacks.
+        """
+        end = _perf_ns()
+        if row is None:
+            return
+        state = self.state
+        state.depth = 0
+        row[DUR] = end - row[DUR]
+        row[SYNCS] = state.syncs
+        try:
+            if row[WEIGHT]:
+                if defer is None:
+                    self.step(row)
+                else:
+                    defer(row, extra)
+            if row[SEQ] == 0:
+                self.event("first_step", row[MODEL] or row[SOURCE], ts_ns=row[TS], dur_ns=row[DUR],
+                           source=row[SOURCE])
+        except Exception:  # noqa: BLE001 - never hurt the target
+            pass
+        if self.on_step_end:
+            self.step_ended(row[SEQ])
+
+    def sync(self, api: str, ts_ns: int, dur_ns: int) -> None:
+        """A synchronizing call: a `syncs` row, also counted in the current step's `syncs`."""
+        state = self.state
+        in_step = state.depth > 0
+        if in_step:
+            state.syncs += 1
+        w = self.weight("syncs")
+        if w:
+            self.write("syncs", {"ts_ns": ts_ns, "dur_ns": dur_ns, "tid": self.tid(), "api": api,
+                                 "in_step": in_step, "weight": w})
 
     def _drain(self, table: str) -> None:
         buf = self._pending[table]
@@ -210,9 +300,6 @@ class Recorder:
             native = getattr(t, "native_id", None)
             if t.ident and native and t.ident not in self._threads_seen:
                 self._map_thread(t.ident, native, t.name)
-
-    def next_seq(self) -> int:
-        return next(self.seq_counter)
 
     def event(self, kind: str, name: str = "", ts_ns: int | None = None, dur_ns: int = 0,
               weight: int = 1, tid: int | None = None, **detail: Any) -> None:
@@ -369,11 +456,8 @@ class Recorder:
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
-# Columns of a steps row given to Recorder.step() as a list (pid is added when written).
-STEP_COLUMNS = ("ts_ns", "dur_ns", "tid", "source", "model", "batch", "shapes", "dtype", "device", "gpu_ns",
-                "syncs", "seq", "in_window", "weight")
-_STEP_LINE = ('{"ts_ns":%d,"dur_ns":%d,"tid":%d,"source":%s,"model":%s,"batch":%d,"shapes":%s,"dtype":%s,'
-              '"device":%s,"gpu_ns":%d,"syncs":%d,"seq":%d,"in_window":%s,"weight":%d,"pid":%d}')
+_time_ns = time.time_ns
+_perf_ns = time.perf_counter_ns
 _JSON_STRINGS: dict[str, str] = {}
 
 
@@ -410,12 +494,25 @@ def _shapes_json(shapes: Any) -> str:
     return out
 
 
+def _json_bool(value: Any) -> str:
+    return "true" if value else "false"
+
+
+# A steps row as one JSON line, built from the one layout (diag.store.steps): a format
+# string, about twice as fast as the json module; only non-int columns need encoding.
+_STEP_LINE = "{" + ",".join(f'"{name}":%{"d" if kind == "int" else "s"}' for name, kind in STEP_LAYOUT) + ',"pid":%d}'
+_STEP_ENCODE = tuple((i, {"str": _json_str, "shapes": _shapes_json, "bool": _json_bool}[kind])
+                     for i, (_, kind) in enumerate(STEP_LAYOUT) if kind != "int")
+
+
 def _step_line(v: list[Any], pid: int) -> str:
-    """A steps row as JSON: a format string, about twice as fast as the json module."""
+    """A steps row (a list in STEP_COLUMNS order) as a JSON line with `pid` added."""
     try:
-        return _STEP_LINE % (
-            v[0], v[1], v[2], _json_str(v[3]), _json_str(v[4]), v[5], _shapes_json(v[6]),
-            _json_str(v[7]), _json_str(v[8]), v[9], v[10], v[11], "true" if v[12] else "false", v[13], pid)
+        values = list(v)
+        for i, encode in _STEP_ENCODE:
+            values[i] = encode(values[i])
+        values.append(pid)
+        return _STEP_LINE % tuple(values)
     except (TypeError, ValueError, IndexError):  # an unusual value: the general encoder handles it
         row = dict(zip(STEP_COLUMNS, v, strict=False))
         row["shapes"] = shapes_text(row.get("shapes", ""))

@@ -18,11 +18,11 @@ import pandas as pd
 from diag.errors import DiagError
 from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import MANIFEST, read_manifest
+from diag.store.steps import TABLE_COLUMNS as STEP_TABLE_COLUMNS
 
 # Columns of every table (docs/run-format.md). Extra columns are kept.
 TABLES: dict[str, list[str]] = {
-    "steps": ["ts_ns", "dur_ns", "pid", "tid", "source", "model", "batch", "shapes", "dtype",
-              "device", "gpu_ns", "syncs", "seq", "in_window", "weight"],
+    "steps": list(STEP_TABLE_COLUMNS),
     "copies": ["ts_ns", "dur_ns", "pid", "tid", "api", "direction", "bytes", "pinned",
                "non_blocking", "in_step", "weight"],
     "syncs": ["ts_ns", "dur_ns", "pid", "tid", "api", "in_step", "weight"],

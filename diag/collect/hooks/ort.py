@@ -4,13 +4,14 @@ Installed by diag.collect.hooks right after the target imports onnxruntime.
 
 - `InferenceSession.__init__` is timed as a `model_load` event (name
   `ort.InferenceSession`, detail: model, bytes), followed by an `ort_session`
-  event: providers `requested` vs `got` (`get_providers()`) and `fallback`
-  (true when the first requested provider is not in use: the silent
-  CUDA -> CPU fallback).
+  event: providers `requested` vs `got` (`get_providers()`): facts only;
+  the analysis decides whether it was a fallback (analysis/runtime.py).
 - `InferenceSession.run` and `run_with_iobinding` are steps (source `ort`):
   model path, batch and shapes from the feeds (numpy arrays or OrtValues;
   -1 / `[]` for I/O binding), device = the first provider in use. A run made
   inside a torch step (or another run) is not a step of its own.
+  Numbering, sampling, nesting, the first-step event and the callbacks are
+  the recorder's step lifecycle (`begin_step`/`end_step`, diag/collect/recorder.py).
 """
 
 from __future__ import annotations
@@ -44,14 +45,14 @@ def _model_name(path_or_bytes: Any) -> tuple[str, int]:
     return type(path_or_bytes).__name__, -1
 
 
-def _shape(value: Any) -> list[Any] | None:
+def _shape(value: Any) -> tuple[Any, ...] | None:
     shape = getattr(value, "shape", None)
     if callable(shape):  # OrtValue.shape()
         try:
             shape = shape()
         except Exception:  # noqa: BLE001
             return None
-    return list(shape) if shape is not None else None
+    return tuple(shape) if shape is not None else None
 
 
 def _dtype(value: Any) -> str:
@@ -108,8 +109,7 @@ class OrtHooks:
                         asked = _provider_names(providers)
                         self._diag_model = model
                         self._diag_device = got[0] if got else ""
-                        rec.event("ort_session", model, requested=asked, got=got,
-                                  fallback=bool(asked) and asked[0] not in got)
+                        rec.event("ort_session", model, requested=asked, got=got)
                 except Exception as exc:  # noqa: BLE001
                     rec.note("hooks.ort", f"session not described: {exc!r}")
 
@@ -132,33 +132,15 @@ class OrtHooks:
         setattr(cls, method, run)
 
     def _step(self, orig: Any, method: str, sess: Any, args: tuple, kwargs: dict) -> Any:
-        rec, state = self.rec, self.state
-        seq = rec.next_seq()
-        weight = rec.weight("steps")
-        row = None
-        if weight:
-            try:
-                row = self._row(method, sess, args, kwargs, seq, weight)
-            except Exception:  # noqa: BLE001
-                row = None
-        state.syncs = 0
-        state.depth = 1
-        ts = _time_ns()
-        t0 = _perf_ns()
+        rec = self.rec
+        row = rec.begin_step("ort", self._describe, method, sess, args, kwargs)
         try:
             return orig(sess, *args, **kwargs)
         finally:
-            dur = _perf_ns() - t0
-            state.depth = 0
-            if row is not None:
-                row[0], row[1] = ts, dur  # ts_ns, dur_ns (recorder.STEP_COLUMNS)
-                rec.step(row)
-            if seq == 0:
-                rec.event("first_step", "ort", ts_ns=ts, dur_ns=dur)
-            if rec.on_step_end:
-                rec.step_ended(seq)
+            rec.end_step(row)
 
-    def _row(self, method: str, sess: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> list[Any]:
+    def _describe(self, method: str, sess: Any, args: tuple, kwargs: dict) -> tuple[str, int, list[Any], str, str]:
+        """(model, batch, shapes, dtype, device) of a kept run (Recorder.begin_step)."""
         shapes: list[Any] = []
         dtype = ""
         if method == "run":
@@ -172,10 +154,8 @@ class OrtHooks:
                         shapes.append(shape)
         first = shapes[0] if shapes else None
         batch = first[0] if first and isinstance(first[0], int) else -1
-        # recorder.STEP_COLUMNS order
-        return [0, 0, self.rec.tid(), "ort", getattr(sess, "_diag_model", "") or "", batch,
-                str(shapes).replace(" ", ""), dtype, getattr(sess, "_diag_device", "") or "", -1, 0, seq,
-                bool(self.rec.in_window), weight]
+        # Shapes stay tuples (hashable: the flusher thread caches their text).
+        return getattr(sess, "_diag_model", "") or "", batch, shapes, dtype, getattr(sess, "_diag_device", "") or ""
 
 
 def install(rec: Any, ort: Any) -> OrtHooks:

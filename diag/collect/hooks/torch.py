@@ -13,11 +13,9 @@ Installed by diag.collect.hooks right after the target imports torch.
   the first `cuda_event_all` CUDA steps, then 1 in `cuda_event_every`;
   others have `gpu_ns = -1`. No events while a CUDA graph is being captured.
 - Kernel windows (diag/collect/kernel_windows.py) are installed here, once
-  torch is imported, when the option `kernel_windows` is > 0. Contract: after
-  every outermost step, `rec.step_ended(seq)`
-  runs `rec.on_step_end` callbacks on this thread; a step starting while
-  `rec.in_window` is True is written with `in_window: true`
-  (see diag/collect/recorder.py).
+  torch is imported, when the option `kernel_windows` is > 0; they are driven
+  by the recorder's step lifecycle (`begin_step`/`end_step`, see
+  diag/collect/recorder.py), like every framework's steps.
 - Copies: `Tensor.to`, `Tensor.cuda`, `Tensor.cpu`, `Tensor.copy_`; only real
   cross-device copies (CPU<->CUDA, or between two GPUs) become rows. A
   blocking device-to-host copy is also a sync (api `Tensor.to`, `Tensor.cpu`,
@@ -43,6 +41,8 @@ import threading
 import time
 from typing import Any
 
+from diag.store.steps import DEVICE, GPU_NS, WEIGHT
+
 _time_ns = time.time_ns
 _perf_ns = time.perf_counter_ns
 _MAX_SHAPES = 8
@@ -63,9 +63,6 @@ def _tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
             break
     return found[:_MAX_SHAPES]
 
-
-# Indexes into a steps row (diag.collect.recorder.STEP_COLUMNS).
-_TS, _DUR, _DEVICE, _GPU, _SYNCS = 0, 1, 8, 9, 10
 
 _DTYPE_NAMES: dict[Any, str] = {}
 _CUDA_NAMES = [f"cuda:{i}" for i in range(64)]
@@ -198,45 +195,33 @@ class TorchHooks:
 
     def _step(self, call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
         """One outermost module call; `call` is the module's own call (bound)."""
-        rec, state = self.rec, self.state
+        rec = self.rec
         if self.tracing is not None and self.tracing() is not None:
             return call(*args, **kwargs)  # torch.jit.trace running the model: not inference
-        seq = next(rec.seq_counter)
-        weight = rec.weight("steps")
-        state.syncs = 0
-        if not weight:  # sampled out: no bookkeeping beyond the count
-            state.depth = 1
-            try:
-                return call(*args, **kwargs)
-            finally:
-                state.depth = 0
-                if rec.on_step_end:
-                    rec.step_ended(seq)
-        row: list[Any] | None = None
+        row = rec.begin_step("torch", self._describe, mod, args, kwargs)
         events = None
-        try:
-            row = self._step_row(mod, args, kwargs, seq, weight)
-            device = row[_DEVICE]
-            if self.cuda_events and (device[:4] == "cuda" or (device == "" and self._cuda_initialized())):
-                events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
-        except Exception:  # noqa: BLE001 - never hurt the target
-            pass
-        state.depth = 1
-        ts = _time_ns()
-        t0 = _perf_ns()
+        if row is not None and row[WEIGHT] and self.cuda_events:
+            try:
+                device = row[DEVICE]
+                if device[:4] == "cuda" or (device == "" and self._cuda_initialized()):
+                    events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
+            except Exception:  # noqa: BLE001 - never hurt the target: the step is just not GPU-timed
+                events = None
         try:
             return call(*args, **kwargs)
         finally:
-            dur = _perf_ns() - t0
-            state.depth = 0
-            self._step_done(row, events, ts, dur, seq, mod)
+            if events is None:
+                rec.end_step(row)
+            else:
+                rec.end_step(row, self._await_gpu, events)
 
     def _device_name(self, t: Any) -> str:
         if t.is_cuda:
             return _CUDA_NAMES[t.get_device()] if t.get_device() < len(_CUDA_NAMES) else str(t.device)
         return "cpu" if t.is_cpu else str(t.device)
 
-    def _step_row(self, mod: Any, args: tuple, kwargs: dict, seq: int, weight: int) -> list[Any]:
+    def _describe(self, mod: Any, args: tuple, kwargs: dict) -> tuple[str, int, list[Any], str, str]:
+        """(model, batch, shapes, dtype, device) of a kept step (Recorder.begin_step)."""
         tensors = _tensors(args, kwargs, self.torch.Tensor)
         if tensors:
             first = tensors[0]
@@ -253,33 +238,16 @@ class TorchHooks:
         model = type(mod).__name__
         if model == "OptimizedModule":  # torch.compile's wrapper: name the model it compiled
             model = type(mod._modules.get("_orig_mod", mod)).__name__
-        # A list in recorder.STEP_COLUMNS order; shapes stay torch.Size objects, the
-        # flusher thread turns them into text.
-        return [0, 0, self.state.tid or self.rec.tid(), "torch", model, batch, [t.shape for t in tensors], dtype, device, -1, 0, seq,
-                bool(self.rec.in_window), weight]
+        # Shapes stay torch.Size objects: the flusher thread turns them into text.
+        return model, batch, [t.shape for t in tensors], dtype, device
 
-    def _step_done(self, row: list[Any] | None, events: Any, ts: int, dur: int, seq: int,
-                   mod: Any) -> None:
-        rec = self.rec
-        try:
-            if row is not None:
-                row[_TS] = ts
-                row[_DUR] = dur
-                row[_SYNCS] = self.state.syncs
-                if events is not None:
-                    start, end, stream, index = events
-                    end.record(stream)
-                    with self.lock:
-                        self.pending.append((row, start, end, index))
-                    self.resolve()
-                else:
-                    rec.step(row)
-            if seq == 0:
-                rec.event("first_step", type(mod).__name__, ts_ns=ts, dur_ns=dur)
-        except Exception:  # noqa: BLE001
-            pass
-        if rec.on_step_end:
-            rec.step_ended(seq)
+    def _await_gpu(self, row: list[Any], events: tuple[Any, Any, Any, int]) -> None:
+        """A finished step timed with CUDA events: written by resolve() once its end event completes."""
+        start, end, stream, index = events
+        end.record(stream)
+        with self.lock:
+            self.pending.append((row, start, end, index))
+        self.resolve()
 
     def _cuda_initialized(self) -> bool:
         try:
@@ -318,24 +286,14 @@ class TorchHooks:
                         (self.event_sync or type(end).synchronize)(end)
                     elif not end.query():
                         break
-                    row[_GPU] = int(start.elapsed_time(end) * 1e6)
+                    row[GPU_NS] = int(start.elapsed_time(end) * 1e6)
                     self.free_events.setdefault(index, []).append((start, end))
                 except Exception:  # noqa: BLE001 - not completed or CUDA gone: unknown
-                    row[_GPU] = -1
+                    row[GPU_NS] = -1
                 self.pending.popleft()
                 self.rec.step(row)
 
     # -- copies and syncs ---------------------------------------------------------
-
-    def _sync(self, api: str, ts: int, dur: int) -> None:
-        state = self.state
-        in_step = state.depth > 0
-        if in_step:
-            state.syncs += 1
-        w = self.rec.weight("syncs")
-        if w:
-            self.rec.write("syncs", {"ts_ns": ts, "dur_ns": dur, "tid": self.rec.tid(), "api": api,
-                                     "in_step": in_step, "weight": w})
 
     def _copy(self, api: str, src: Any, dst: Any, args: tuple, kwargs: dict, t0: int) -> None:
         """Record src -> dst if it crossed devices (and a sync for a blocking d2h).
@@ -360,7 +318,7 @@ class TorchHooks:
                 "bytes": _nbytes(dst), "pinned": None if host is None else _pinned(host),
                 "non_blocking": bool(non_blocking), "in_step": self.state.depth > 0, "weight": w})
         if direction == "d2h" and not non_blocking:
-            self._sync(f"Tensor.{api}", ts, dur)
+            self.rec.sync(f"Tensor.{api}", ts, dur)
 
     def _install_copies(self) -> None:
         Tensor = self.torch.Tensor
@@ -403,7 +361,7 @@ class TorchHooks:
 
     def _install_syncs(self) -> None:
         torch = self.torch
-        sync = self._sync
+        sync = self.rec.sync
 
         def timed(api: str, orig: Any, only_cuda_self: bool = False) -> Any:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
