@@ -6,7 +6,7 @@ from typing import Any
 
 from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
-from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation
+from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation, severity_rank
 from diag.engine.evaluate import render
 from diag.engine.rules import Rule, load_rules
 from diag.store.run import Run
@@ -68,9 +68,8 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
         findings.append(_idle_finding(metrics))
     elif primary is None:
         findings.append(_no_verdict(lacking, phases, metrics))
-    rank = {"high": 3, "medium": 2, "low": 1, "info": 0}
     findings.sort(key=lambda f: (f.label == primary and primary is not None, f.label is not None,
-                                 rank.get(f.severity, 0), f.score), reverse=True)
+                                 severity_rank(f.severity), f.score), reverse=True)
     units = {k: unit(k) for k in metrics if k in BY_NAME}
     return Diagnosis(run=_run_info(run, metrics), primary=primary, scores=scores,
                      phases=[Phase(s.name, round(run.seconds(s.start_ns), 6), round(run.seconds(s.end_ns), 6))

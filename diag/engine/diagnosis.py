@@ -39,6 +39,11 @@ LABEL_MEANING: dict[str, str] = {
 SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high")
 
 
+def severity_rank(severity: str) -> int:
+    """0 (info) to 3 (high): the one severity order the engine sorts findings by and views read."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else 0
+
+
 @dataclass
 class Evidence:
     metric: str

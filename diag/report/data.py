@@ -19,7 +19,7 @@ import pandas as pd
 from diag.analysis import latency as latency_mod
 from diag.analysis import series as series_mod
 from diag.analysis import tables
-from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase
+from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase, severity_rank
 from diag.store.run import Run
 from diag.views.units import format_value
 
@@ -99,7 +99,7 @@ def _run_summary(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
 
 def _verdict(diagnosis: Diagnosis) -> dict[str, Any]:
     primary = diagnosis.primary
-    top = sorted(diagnosis.findings, key=lambda f: _SEVERITY_RANK.get(f.severity, 0), reverse=True)
+    top = sorted(diagnosis.findings, key=lambda f: severity_rank(f.severity), reverse=True)
     lead = next((f.title for f in top if f.label == primary), top[0].title if top else "")
     if primary is None:  # the engine's own finding says why (too little evidence, or an idle program)
         return {"label": None, "text": f"No verdict: {diagnosis.no_verdict_reason()}", "lead": lead}
@@ -112,9 +112,6 @@ def _scores(diagnosis: Diagnosis) -> list[dict[str, Any]]:
     rows = [{"label": label, "score": round(_clip01(diagnosis.scores.get(label, 0.0)), 3),
              "primary": label == diagnosis.primary} for label in LABELS]
     return sorted(rows, key=lambda r: r["score"], reverse=True)
-
-
-_SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3}
 
 
 def _finding(f: Any) -> dict[str, Any]:
