@@ -8,50 +8,42 @@ from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation, severity_rank
 from diag.engine.evaluate import render
+from diag.engine.policy import Policy, builtin_policy, load_policy
 from diag.engine.rules import Rule, load_rules
 from diag.store.run import Run
 
-# The best label is named whenever it has any score: `null` is kept for runs with too little evidence.
-PRIMARY_MIN = 1e-6
-MIN_STEADY_S = 0.5  # a recorded steady state shorter than this says nothing stable (samplers run at 10 Hz)
-MIN_STEADY_CALLS = 5  # steps or requests
-# A score at or above STRONG_SCORE is strong evidence; below WEAK_SCORE, weak (views say so).
-STRONG_SCORE = 0.7
-WEAK_SCORE = 0.4
-MIN_TRACE_CALLS = 1  # an imported profiler trace: a few steps, measured exactly
-# Labels that do not need a steady state (one-time costs).
-NO_STEADY_NEEDED = ("cold_start",)
-# A stepping thread busy (inside the model or working outside it) less than this
-# share of the steady state, with no requests, is paced by a timer or its input:
-# when only fallbacks found anything, it has no bottleneck to name.
-IDLE_BUSY_MAX = 0.2
-# When two labels tie, the more specific explanation wins.
-PRIORITY = ("queueing", "cold_start", "transfer_bound", "launch_bound", "io_bound", "memory_bound",
-            "cpu_bound", "compute_bound")
+# The verdict policy (thresholds, label priority) is data: rules/policy.toml.
+# Views that style scores read the built-in policy's strong/weak bounds.
+STRONG_SCORE = builtin_policy().strong_score
+WEAK_SCORE = builtin_policy().weak_score
 
 
 def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis:
     """Classify the run's bottleneck and explain it (DESIGN.md, schema diag.diagnosis/1)."""
     rules = load_rules(rule_dirs)
+    policy = load_policy(rule_dirs)
     phases = compute_phases(run)
     metrics = compute_metrics(run, phases)
-    return diagnose_metrics(run, phases, metrics, rules)
+    return diagnose_metrics(run, phases, metrics, rules, policy)
 
 
-def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None], rules: list[Rule]) -> Diagnosis:
-    """The Diagnosis for already computed phases and metrics."""
-    lacking = _lacking_evidence(phases, metrics, imported(run))
+def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None], rules: list[Rule],
+                     policy: Policy | None = None) -> Diagnosis:
+    """The Diagnosis for already computed phases and metrics (under the built-in policy unless given)."""
+    policy = policy or builtin_policy()
+    one_time = policy.no_steady_needed
+    lacking = _lacking_evidence(phases, metrics, policy, imported(run))
     findings: list[Finding] = []
     scores = {label: 0.0 for label in LABELS}
     # A steady-state finding speaks for the part of the run that is not one-time cost.
     steady_weight = 1.0 - min(1.0, max(0.0, metrics.get("coldstart.share") or 0.0))
     fallbacks: list[Finding] = []
     for rule in rules:
-        weight = steady_weight if rule.label and rule.label not in NO_STEADY_NEEDED else 1.0
-        f = evaluate_rule(rule, metrics, weight)
+        weight = steady_weight if rule.label and rule.label not in one_time else 1.0
+        f = evaluate_rule(rule, metrics, weight, policy)
         if f is None:
             continue
-        if lacking and f.label not in NO_STEADY_NEEDED:
+        if lacking and f.label not in one_time:
             continue  # a steady-state finding on too little steady state is noise
         (fallbacks if rule.fallback else findings).append(f)
         if f.label:
@@ -60,9 +52,9 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
     backed = {f.label for f in findings}
     findings += [f for f in fallbacks if f.label not in backed]
 
-    best = max(LABELS, key=lambda lb: (scores[lb], -PRIORITY.index(lb)))
-    primary: str | None = best if scores[best] >= PRIMARY_MIN else None
-    idle = not lacking and not any(f.label for f in findings if f not in fallbacks) and _idle(metrics)
+    best = max(LABELS, key=lambda lb: (scores[lb], -policy.rank(lb)))
+    primary: str | None = best if scores[best] >= policy.primary_min else None
+    idle = not lacking and not any(f.label for f in findings if f not in fallbacks) and _idle(metrics, policy)
     if idle:
         primary = None
         findings.append(_idle_finding(metrics))
@@ -77,11 +69,14 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
                      findings=findings, metrics=metrics, units=units)
 
 
-def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 1.0) -> Finding | None:
+def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 1.0,
+                  policy: Policy | None = None) -> Finding | None:
     """The finding a rule makes on these metrics, or None when it does not fire.
 
-    `weight` scales the score (the share of the run the finding speaks for).
+    `weight` scales the score (the share of the run the finding speaks for);
+    `policy` (default: built-in) turns a score into a severity.
     """
+    policy = policy or builtin_policy()
     if not rule.when(metrics):
         return None
     score = 1.0
@@ -93,7 +88,8 @@ def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 
     score *= weight
     if rule.label and score <= 0:
         return None
-    severity = rule.severity or ("high" if score >= STRONG_SCORE else "medium" if score >= WEAK_SCORE else "low")
+    severity = rule.severity or ("high" if score >= policy.strong_score
+                                 else "medium" if score >= policy.weak_score else "low")
     values: dict[str, Any] = dict(metrics)
     values["score"] = score
     recs = []
@@ -111,28 +107,28 @@ def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 
                    score=round(score, 3), evidence=evidence, recommendations=recs)
 
 
-def _lacking_evidence(phases: Phases, metrics: dict[str, float | None], trace: bool = False) -> str:
+def _lacking_evidence(phases: Phases, metrics: dict[str, float | None], policy: Policy, trace: bool = False) -> str:
     """Why the steady state cannot be judged ('' when it can)."""
     if phases.basis == "run":
         return "no steps and no requests were recorded: diag saw no model call to time"
     steady_s = metrics.get("steady.duration_s") or 0.0
     calls = max(metrics.get("steady.steps") or 0.0, metrics.get("steady.requests") or 0.0)
     if trace:
-        if calls < MIN_TRACE_CALLS:
+        if calls < policy.min_trace_calls:
             return "the trace holds no complete step or request in its steady state"
         return ""
-    if steady_s < MIN_STEADY_S or calls < MIN_STEADY_CALLS:
+    if steady_s < policy.min_steady_s or calls < policy.min_steady_calls:
         return (f"the steady state is too short to judge ({steady_s:.2f} s, {calls:.0f} steps or requests; "
-                f"needs {MIN_STEADY_S:g} s and {MIN_STEADY_CALLS})")
+                f"needs {policy.min_steady_s:g} s and {policy.min_steady_calls})")
     return ""
 
 
-def _idle(metrics: dict[str, float | None]) -> bool:
+def _idle(metrics: dict[str, float | None], policy: Policy) -> bool:
     """The stepping thread is mostly idle and serves no requests: paced by a timer or its input rate."""
     inside, outside = metrics.get("steady.inside_model_share"), metrics.get("steady.outside_busy_share")
     if inside is None or outside is None or (metrics.get("steady.requests") or 0) > 0:
         return False
-    return inside + outside < IDLE_BUSY_MAX
+    return inside + outside < policy.idle_busy_max
 
 
 def _idle_finding(metrics: dict[str, float | None]) -> Finding:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
+from diag.engine.policy import builtin_policy_text
 from diag.engine.rules import anchor, builtin_rule_files, parse_rule_file
 
 if sys.version_info >= (3, 11):
@@ -31,16 +32,33 @@ the share of the run that is not one-time startup cost (for every label but
 specific explanation. A rule that needs a metric the run did not record does
 not fire.
 
-Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR,
-same format; see `diag/engine/rules.py`).
+Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
+but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
+metric that `when` compares with a number shows that comparison as its
+threshold: it is derived, not typed twice (an explicit `threshold` must match).
 
 This page is generated (`python -m diag.engine.docs`); a test keeps it in sync.
 """
 
 
+_POLICY = """
+## Verdict policy
+
+How scores become a verdict (the minimum steady state, when a score counts as
+strong or weak, when a program is idle, and which label wins a tie) is data,
+not code: `rules/policy.toml`, read and checked once. A `--rules DIR` may hold
+its own `policy.toml`; every key it sets replaces the built-in one (the others
+stay), and `labels.priority` must still list every label exactly once. Views
+style scores (strong, weak) by the built-in values.
+
+```toml
+{text}```
+"""
+
+
 def rules_markdown() -> str:
     """The text of docs/rules.md."""
-    out = [_INTRO]
+    out = [_INTRO, _POLICY.format(text=builtin_policy_text()[1])]
     for name, text in builtin_rule_files():
         raw = {r["id"]: r for r in tomllib.loads(text)["rule"]}
         header = []
@@ -58,7 +76,8 @@ def rules_markdown() -> str:
             out.append(f"- fires when: `{r['when']}`")
             if "score" in r:
                 out.append(f"- score: `{r['score']}`")
-            out.append("- evidence: " + ", ".join(f"`{e.metric}`" for e in rule.evidence))
+            out.append("- evidence: " + ", ".join(f"`{e.metric}`" + (f" (`{e.threshold}`)" if e.threshold else "")
+                                                 for e in rule.evidence))
             out.append(f"- title: {r['title']}\n")
             for rec in r.get("recommendation", []):
                 cond = f" *(when `{rec['when']}`)*" if "when" in rec else ""

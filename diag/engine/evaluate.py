@@ -135,6 +135,69 @@ def compile_expr(source: str, known: Iterable[str]) -> Expr:
     return Expr(text, frozenset(used), frozenset(optional), SimpleEval.parse(text))
 
 
+_OPS: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def bounds(expr: Expr) -> dict[str, list[tuple[str, float]]]:
+    """Per metric, the (operator, number) comparisons `expr` must pass to be true.
+
+    Only a top-level `and` term that compares one metric (by name or through
+    value()) with a number counts: `a >= 0.2 and value('b', 0) < 1` gives
+    {a: [(">=", 0.2)], b: [("<", 1.0)]}; terms under `or`/`not` or against
+    other metrics say nothing alone.
+    """
+    names = {_ident(m): m for m in expr.metrics}
+    tree = ast.parse(expr.source, mode="eval").body
+    terms = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    out: dict[str, list[tuple[str, float]]] = {}
+    for term in terms:
+        if not (isinstance(term, ast.Compare) and len(term.ops) == 1 and type(term.ops[0]) in _OPS):
+            continue
+        op, left, right = _OPS[type(term.ops[0])], term.left, term.comparators[0]
+        metric, number = _metric_of(left, names), _number(right)
+        if metric is None or number is None:
+            metric, number, op = _metric_of(right, names), _number(left), _FLIP[op]
+        if metric is not None and number is not None:
+            out.setdefault(metric, []).append((op, number))
+    return out
+
+
+def bound_text(comparisons: list[tuple[str, float]]) -> str:
+    """'>= 0.2', or '>= 0.05 and < 0.2' for several."""
+    return " and ".join(f"{op} {int(n) if n.is_integer() and abs(n) < 1e15 else n!r}" for op, n in comparisons)
+
+
+def parse_bound(text: str) -> list[tuple[str, float]] | None:
+    """The comparisons of a threshold written like bound_text's output; None if it is free text."""
+    out = []
+    for part in text.split(" and "):
+        m = re.fullmatch(r"\s*(<=|>=|<|>|==|!=)\s*([-+0-9.eE]+)\s*", part)
+        try:
+            out.append((m.group(1), float(m.group(2))))
+        except (AttributeError, ValueError):  # no match, or not a number
+            return None
+    return out
+
+
+def _metric_of(node: ast.AST, names: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "value" and node.args \
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return node.args[0].value
+    return None
+
+
+def _number(node: ast.AST) -> float | None:
+    sign = 1.0
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1.0, node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return sign * float(node.value)
+    return None
+
+
 class _Template(string.Formatter):
     """str.format where a field is a whole metric name (dots included); missing values print n/a."""
 

@@ -20,8 +20,14 @@ A rule file holds `[[rule]]` tables:
     link = "docs/rules.md#transfer-pageable-copies"
     when = "steady.copy_pageable_fraction > 0.5"   # optional extra condition
 
+An evidence item's threshold (`{ metric = "m", threshold = ">= 0.2" }`) is
+derived from `when` wherever `when` compares the metric with a number in one
+of its top-level `and` terms; a plain metric name gets it, and an explicit
+threshold must say the same.
+
 Built-in rules ship as the package `diag._rules` (the repository's rules/
-directory); `--rules DIR` adds every *.toml in DIR.
+directory); `--rules DIR` adds every *.toml in DIR but policy.toml, the
+verdict policy (diag.engine.policy).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import Any
 
 from diag.analysis.metrics import BY_NAME
 from diag.engine.diagnosis import LABELS, SEVERITIES
-from diag.engine.evaluate import Expr, compile_expr, template_fields
+from diag.engine.evaluate import Expr, bound_text, bounds, compile_expr, parse_bound, template_fields
 from diag.errors import DiagError
 
 if sys.version_info >= (3, 11):
@@ -45,6 +51,8 @@ else:  # pragma: no cover - Python 3.10
 
 # names a template may use besides metrics
 TEMPLATE_EXTRAS = ("gain", "score")
+# Not a rule file: the verdict policy (diag.engine.policy), beside the rules.
+POLICY_FILE = "policy.toml"
 RULE_KEYS = {"id", "label", "title", "when", "score", "severity", "evidence", "recommendation", "fallback"}
 REC_KEYS = {"text", "code", "gain", "expected_gain", "link", "when"}
 
@@ -79,25 +87,37 @@ class Rule:
     fallback: bool = False  # shown only when no other rule backs its label
 
 
-def builtin_rule_files() -> list[tuple[str, str]]:
-    """(name, text) of every built-in rule file."""
+def rules_root() -> Any:
+    """The directory of the built-in rules (and of the built-in policy file)."""
     try:
-        root: Any = resources.files("diag._rules")
+        return resources.files("diag._rules")
     except ModuleNotFoundError:
         # an editable install made before rules/ was mapped: read it from the checkout
-        root = Path(__file__).resolve().parents[2] / "rules"
-    files = sorted((p for p in root.iterdir() if p.name.endswith(".toml")), key=lambda p: p.name)
+        return Path(__file__).resolve().parents[2] / "rules"
+
+
+def _is_rule_file(name: str) -> bool:
+    return name.endswith(".toml") and name != POLICY_FILE
+
+
+def builtin_rule_files() -> list[tuple[str, str]]:
+    """(name, text) of every built-in rule file."""
+    files = sorted((p for p in rules_root().iterdir() if _is_rule_file(p.name)), key=lambda p: p.name)
     return [(f"rules/{p.name}", p.read_text(encoding="utf-8")) for p in files]
 
 
 def load_rules(rule_dirs: tuple[str, ...] | list[str] = ()) -> list[Rule]:
-    """Built-in rules plus the *.toml files of each directory in `rule_dirs`."""
+    """Built-in rules plus the *.toml rule files of each directory in `rule_dirs`.
+
+    A directory's policy.toml is no rule file (diag.engine.policy reads it); a
+    directory must hold rule files, a policy file, or both.
+    """
     files = builtin_rule_files()
     for d in rule_dirs:
         if not os.path.isdir(d):
             raise DiagError(f"--rules {d}: not a directory")
-        paths = sorted(Path(d).glob("*.toml"))
-        if not paths:
+        paths = sorted(p for p in Path(d).glob("*.toml") if _is_rule_file(p.name))
+        if not paths and not (Path(d) / POLICY_FILE).is_file():
             raise DiagError(f"--rules {d}: no .toml rule files in it")
         files += [(str(p), p.read_text(encoding="utf-8")) for p in paths]
     rules: list[Rule] = []
@@ -156,11 +176,18 @@ def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
     items = r["evidence"]
     if not isinstance(items, list) or not items:
         raise fail("evidence must be a non-empty list of metric names")
+    derived = bounds(when)
     for item in items:
         metric, threshold = (item, "") if isinstance(item, str) else (
             (item.get("metric"), str(item.get("threshold", ""))) if isinstance(item, dict) else (None, ""))
         if metric not in known:
             raise fail(f"evidence names unknown metric {metric!r}")
+        if metric in derived:
+            # the threshold shown is the one `when` applies: typed once, or checked equal
+            if threshold and parse_bound(threshold) != derived[metric]:
+                raise fail(f"evidence {metric} threshold {threshold!r} differs from when "
+                           f"({bound_text(derived[metric])!r}); leave it out, it is derived from when")
+            threshold = bound_text(derived[metric])
         evidence.append(EvidenceSpec(metric, threshold))
     _check_template(fail, "title", r["title"])
     recs = []
