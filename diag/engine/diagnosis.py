@@ -22,6 +22,7 @@ LABELS: tuple[str, ...] = (
     "io_bound",
     "cold_start",
     "queueing",
+    "communication_bound",
 )
 
 # What each label means (DESIGN.md, Labels): the words every view shows.
@@ -34,6 +35,8 @@ LABEL_MEANING: dict[str, str] = {
     "io_bound": "the process waits on disk or network for its inputs",
     "cold_start": "one-time startup (load, compile, first-call warm-up) dominates",
     "queueing": "requests wait in a queue longer than they are served; the device is underused",
+    "communication_bound": ("collective or peer communication (NCCL, RCCL, gloo…) not hidden behind compute "
+                            "holds the step"),
 }
 
 SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high")
