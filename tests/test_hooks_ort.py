@@ -68,9 +68,9 @@ def test_session_events_show_providers_and_fallback(recorded) -> None:
     assert len(loads) == 2 and all(d["file"].endswith("tiny.onnx") and d["bytes"] > 0 for d in loads)
     first, second = details(ev, "ort_session")
     assert first["requested"] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    assert first["fallback"] == ("CUDAExecutionProvider" not in first["got"])
+    assert "fallback" not in first  # a fact the analysis decides (analysis/runtime.py)
     assert str(first["got"]) in proc.stdout
-    assert second == {"requested": ["CPUExecutionProvider"], "got": ["CPUExecutionProvider"], "fallback": False}
+    assert second == {"requested": ["CPUExecutionProvider"], "got": ["CPUExecutionProvider"]}
     assert first["got"][0] == run.table("steps")["device"].iloc[0]
     (imp,) = details(ev, "import")
     assert imp["version"]

@@ -18,13 +18,22 @@ METRICS = [
 ]
 
 
-def _providers(detail: dict[str, Any], *keys: str) -> list[str]:
-    for k in keys:
-        v = detail.get(k)
-        if isinstance(v, list):
-            # providers may be given as names or as (name, options) pairs
-            return [p[0] if isinstance(p, (list, tuple)) and p else str(p) for p in v]
-    return []
+def _providers(v: Any) -> list[str]:
+    """Provider names; ONNX Runtime accepts names or (name, options) pairs."""
+    if not isinstance(v, list):
+        return []
+    return [p[0] if isinstance(p, (list, tuple)) and p else str(p) for p in v]
+
+
+def provider_fallback(requested: Any, got: Any) -> bool:
+    """The one rule for a silent fallback: a GPU provider was asked for and none is in use.
+
+    The recorder stores the facts (`ort_session` events: `requested`, `got`); this decides.
+    """
+    if not isinstance(got, list):
+        return False  # what ran is unknown: no evidence of a fallback
+    asked, used = _providers(requested), _providers(got)
+    return any(p in ACCELERATED for p in asked) and not any(p in ACCELERATED for p in used)
 
 
 def compute(ctx: Context) -> dict[str, float | None]:
@@ -45,10 +54,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
             continue
         if not isinstance(detail, dict):
             continue
-        asked = _providers(detail, "requested", "asked", "providers_requested")
-        got = _providers(detail, "got", "providers", "active", "used")
-        if any(p in ACCELERATED for p in asked) and not any(p in ACCELERATED for p in got):
-            fallback += 1
+        fallback += provider_fallback(detail.get("requested"), detail.get("got"))
     out["ort.sessions"] = float(len(sessions))
     out["ort.provider_fallback"] = float(fallback)
     return out
