@@ -10,6 +10,7 @@ import pandas as pd
 
 from diag.analysis.columns import as_bool, complete
 from diag.analysis.phases import Phases, Span
+from diag.analysis.ranges import requests as request_rows
 from diag.analysis.stacks import model_frames
 from diag.store.run import Run
 
@@ -101,8 +102,7 @@ class Context:
         return df[cols][self.thread_mask(df, pid, tid)]
 
     def requests(self) -> pd.DataFrame:
-        df = self.window("ranges")
-        return df[df["kind"] == "request"] if not df.empty else df
+        return request_rows(self.window("ranges"))
 
     @property
     def stack_tid(self) -> int | None:

@@ -13,13 +13,13 @@ import pandas as pd
 
 from diag.analysis.latency import PERCENTILES, run_latencies
 from diag.analysis.phases import Phase, Phases
+from diag.analysis.ranges import requests
 from diag.analysis.stacks import model_frames
 from diag.store.run import Run
 
 
 def _requests(run: Run) -> pd.DataFrame:
-    r = run.table("ranges")
-    return r[r["kind"] == "request"] if not r.empty else r
+    return requests(run.table("ranges"))
 
 
 def latency_values(run: Run, kind: str = "step", phases: Phases | None = None) -> np.ndarray:
