@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diag.analysis.ranges import requests as request_rows
 from diag.store.run import Run
 
 
@@ -90,6 +91,6 @@ def timeline(run: Run, max_points: int = 2000) -> list[Series]:
     _add(out, run, steps, "dur_ns", "Step latency", "ms", "latency", max_points, 1e-6, how="max")
     requests = run.table("ranges")
     if not requests.empty:
-        _add(out, run, requests[requests["kind"] == "request"], "dur_ns", "Request latency", "ms", "latency",
+        _add(out, run, request_rows(requests), "dur_ns", "Request latency", "ms", "latency",
              max_points, 1e-6, how="max")
     return out
