@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from diag.analysis.catalog import UNITS
+from diag.analysis.collectors import missing_data_note
 from diag.engine.diagnosis import Evidence, Finding
 from diag.report.data import _finding
 from diag.report.render import environment
@@ -93,3 +94,11 @@ def test_formatting_needs_no_view_library():
             "print(sorted(m for m in ('rich', 'textual', 'plotly', 'pandas', 'jinja2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_collector_notes_say_why_data_is_missing():
+    # The TUI and the report show this same text when a collector left no data.
+    off = {"kernels": {"status": "off", "reason": "no CUDA device"}}
+    assert missing_data_note(off, "kernels") == "No kernel data: the kernels collector was off (no CUDA device)."
+    assert missing_data_note({}, "stacks") == "No Python stack samples: the stacks collector did not report."
+    assert missing_data_note({"gpu": {"status": "ok"}}, "gpu") == "No GPU series: the gpu collector ran but recorded none."

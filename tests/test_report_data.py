@@ -75,9 +75,9 @@ def test_timeline_groups_share_one_clock(gpu_data):
 def test_cpu_run_explains_missing_gpu_from_manifest(cpu_data):
     groups = {g["group"] for g in cpu_data["timeline"]["groups"]}
     assert "gpu" not in groups and "cpu" in groups
-    assert cpu_data["timeline"]["notes"] == ["No GPU series: gpu collector unavailable (NVML: driver not loaded)."]
+    assert cpu_data["timeline"]["notes"] == ["No GPU series: the gpu collector was unavailable (NVML: driver not loaded)."]
     assert cpu_data["gpu_work"]["kernels"] == []
-    assert cpu_data["gpu_work"]["note"] == "No kernel data: kernels collector off (no CUDA device)."
+    assert cpu_data["gpu_work"]["note"] == "No kernel data: the kernels collector was off (no CUDA device)."
     assert cpu_data["run"]["gpu"] == "none"
 
 

@@ -72,8 +72,8 @@ def test_content_sections_present(gpu_data):
 def test_cpu_run_renders_reasons_not_empty_charts(tmp_path):
     path = write_synthetic_run(str(tmp_path / "run"), 10.0, "cpu_preprocess")
     html = render_html(build_report_data(open_run(path), make_diagnosis(10.0, primary="cpu_bound")), cdn=True)
-    assert "No GPU series: gpu collector unavailable (NVML: driver not loaded)." in html
-    assert "No kernel data: kernels collector off (no CUDA device)." in html
+    assert "No GPU series: the gpu collector was unavailable (NVML: driver not loaded)." in html
+    assert "No kernel data: the kernels collector was off (no CUDA device)." in html
     assert "fig-kernels" not in _chart_ids(html)
     assert {"fig-timeline", "fig-stacks"} <= _chart_ids(html)
 

@@ -146,11 +146,11 @@ async def test_no_gpu_timeline_says_why(tui_runs):  # noqa: F811
         await pilot.press("3")
         await wait_loaded(pilot)
         notes = [str(s.render()) for s in app.query(".notice").results(Static)]
-        assert notes == ["No GPU charts: the gpu collector was unavailable — NVML: driver not loaded"]
+        assert notes == ["No GPU series: the gpu collector was unavailable (NVML: driver not loaded)."]
         await pilot.press("6")
         await wait_loaded(pilot)
         notes = [str(s.render()) for s in app.query("#view-kernels .notice").results(Static)]
-        assert notes == ["No kernel data: the kernels collector was off — no CUDA device"]
+        assert notes == ["No kernel data: the kernels collector was off (no CUDA device)."]
 
 
 class BrokenSource(RunSource):
@@ -239,7 +239,7 @@ async def test_run_is_painted_before_the_diagnosis_and_other_views_do_not_wait(t
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert str(app.query_one("#verdict", Static).render()) == "Diagnosing…"
-        assert "python serve.py --batch 8 · 20.00 s · NVIDIA H200" in str(app.query_one("#run-line", Static).render())
+        assert "python serve.py --batch 8 · 20 s · NVIDIA H200" in str(app.query_one("#run-line", Static).render())
         for key in ("4", "6", "7"):  # Latency, Kernels, Run need no diagnosis
             await pilot.press(key)
             await wait_loaded(pilot)
@@ -270,5 +270,5 @@ async def test_a_run_with_nothing_recorded_explains_every_view(tui_runs, tmp_pat
     assert verdict == "No verdict  —  Too little evidence: no steps were recorded"
     assert seen["Timeline"][-1] == "Nothing was sampled over time in this run."
     assert seen["Latency"] == ["No steps or requests were recorded: no model call was seen."]
-    assert seen["Stacks"] == ["No stack samples in this run."]
-    assert seen["Kernels"] == ["No kernel data: the kernels collector was off — no CUDA device"]
+    assert seen["Stacks"] == ["No Python stack samples: the stacks collector ran but recorded none."]
+    assert seen["Kernels"] == ["No kernel data: the kernels collector was off (no CUDA device)."]

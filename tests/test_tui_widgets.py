@@ -14,7 +14,6 @@ from diag.engine.diagnosis import Phase
 from diag.tui.views.findings import finding_detail, matches
 from diag.tui.views.overview import key_metrics, run_line
 from diag.tui.views.stacks import short_frame
-from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import header
 from diag.tui.widgets.histogram import histogram_bins
 from diag.tui.widgets.phase_bar import axis, column_phases
@@ -94,8 +93,6 @@ def test_overview_helpers():
     assert metrics["gpu_busy"] == "86.0%" and metrics["step_p50_ms"] == "3.1 ms"
     assert run_line({"command": ["python", "x.py"], "duration_s": 2.0, "exit_code": 1, "partial": True}) == (
         "python x.py · 2 s · no GPU · exit 1 · PARTIAL RUN (recording cut short)")
-    assert collector_note({"gpu": {"status": "ok"}}, "gpu", "GPU charts") is None
-    assert collector_note({}, "gpu", "GPU charts") == "No GPU charts: the gpu collector was missing — not recorded"
 
 
 def test_data_source_module_does_not_import_textual():

@@ -15,6 +15,17 @@ import pandas as pd
 from diag.analysis.ranges import requests as request_rows
 from diag.store.run import Run
 
+# The title of each group's panel, in every view.
+GROUP_TITLES: dict[str, str] = {
+    "gpu": "GPU utilization",
+    "gpm": "SM / tensor / DRAM activity",
+    "cpu": "CPU",
+    "memory": "Memory",
+    "io": "I/O",
+    "copies": "Copies",
+    "latency": "Latency",
+}
+
 
 @dataclass
 class Series:

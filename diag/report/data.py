@@ -19,19 +19,10 @@ import pandas as pd
 from diag.analysis import latency as latency_mod
 from diag.analysis import series as series_mod
 from diag.analysis import tables
+from diag.analysis.collectors import missing_data_note
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase, severity_rank
 from diag.store.run import Run
 from diag.views.units import format_value
-
-GROUP_TITLES: dict[str, str] = {
-    "gpu": "GPU utilization",
-    "gpm": "SM / tensor / DRAM activity",
-    "cpu": "CPU",
-    "memory": "Memory",
-    "io": "I/O",
-    "copies": "Copies",
-    "latency": "Latency",
-}
 
 TIMELINE_POINTS = 2000
 HIST_BINS = 60
@@ -133,16 +124,15 @@ def _finding(f: Any) -> dict[str, Any]:
 def _timeline(run: Run) -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {}
     for s in series_mod.timeline(run, max_points=TIMELINE_POINTS):
-        g = groups.setdefault(s.group, {"group": s.group, "title": GROUP_TITLES.get(s.group, s.group),
+        g = groups.setdefault(s.group, {"group": s.group, "title": series_mod.GROUP_TITLES.get(s.group, s.group),
                                         "units": [], "series": []})
         if s.unit not in g["units"]:
             g["units"].append(s.unit)
         g["series"].append({"name": s.name, "unit": s.unit, "t_s": _floats(s.t_s, 3),
                             "values": _floats(s.values, 4)})
     notes = []
-    gpu = (run.manifest.get("collectors") or {}).get("gpu") or {}
     if "gpu" not in groups and "gpm" not in groups:
-        notes.append(f"No GPU series: {_collector_text('gpu', gpu)}.")
+        notes.append(missing_data_note(run.manifest.get("collectors") or {}, "gpu"))
     elif "gpm" not in groups:
         notes.append("No SM / tensor / DRAM activity: this GPU or driver gives no GPM metrics (Hopper and newer).")
     return {"groups": list(groups.values()), "notes": notes}
@@ -211,8 +201,7 @@ def _stacks(run: Run, phases: list[Phase], steady: Phase | None) -> dict[str, An
     frames = tables.hot_frames(run, phases, TOP_FRAMES)
     if steady is not None and not frames.empty and (frames["phase"] == "steady").any():
         frames = frames[frames["phase"] == "steady"]
-    coll = (run.manifest.get("collectors") or {}).get("stacks") or {}
-    note = "" if not tree.empty else f"No Python stack samples: {_collector_text('stacks', coll)}."
+    note = "" if not tree.empty else missing_data_note(run.manifest.get("collectors") or {}, "stacks")
     return {"scope": scope, "tree": _icicle_nodes(tree), "hot_frames": _records(frames), "note": note}
 
 
@@ -235,8 +224,7 @@ def _icicle_nodes(tree: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _gpu_work(run: Run) -> dict[str, Any]:
     kernels = tables.kernel_summary(run, TOP_KERNELS)
-    coll = (run.manifest.get("collectors") or {}).get("kernels") or {}
-    note = "" if not kernels.empty else f"No kernel data: {_collector_text('kernels', coll)}."
+    note = "" if not kernels.empty else missing_data_note(run.manifest.get("collectors") or {}, "kernels")
     return {"kernels": _records(kernels), "categories": _records(tables.kernel_categories(run)),
             "memcpy": _records(tables.memcpy_kinds(run)), "note": note}
 
@@ -278,14 +266,6 @@ def _detail(c: dict[str, Any]) -> str:
 
 def _pairs(items: Any) -> list[list[str]]:
     return [[str(k), "" if v is None else str(v)] for k, v in items if v is not None and v != ""]
-
-
-def _collector_text(name: str, c: dict[str, Any]) -> str:
-    if not c:
-        return f"the {name} collector did not report"
-    status = c.get("status", "?")
-    reason = c.get("reason")
-    return f"{name} collector {status}" + (f" ({reason})" if reason else "")
 
 
 # --- small conversions ----------------------------------------------------------

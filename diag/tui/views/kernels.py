@@ -9,9 +9,9 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from diag.analysis.collectors import missing_data_note
 from diag.tui.source import Source
 from diag.tui.views.base import View
-from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import FrameTable
 from diag.tui.widgets.score_bars import share_lines
 from diag.views.units import format_value
@@ -22,7 +22,7 @@ class KernelsData:
     top: pd.DataFrame
     categories: pd.DataFrame
     memcpy: pd.DataFrame
-    note: str | None
+    note: str  # why there are no kernels, shown when there are none
 
 
 def categories_text(categories: pd.DataFrame, width: int = 24) -> Text:
@@ -38,12 +38,11 @@ class KernelsView(View):
 
     def load(self, source: Source) -> KernelsData:
         return KernelsData(source.kernel_summary(30), source.kernel_categories(), source.memcpy_kinds(),
-                           collector_note(source.manifest.get("collectors") or {}, "kernels", "kernel data"))
+                           missing_data_note(source.manifest.get("collectors") or {}, "kernels"))
 
     def show(self, data: KernelsData) -> None:
         if data.top.empty and data.categories.empty:
-            self.mount(Static(data.note or "No kernels were recorded in this run's kernel windows.",
-                              classes="notice"))
+            self.mount(Static(data.note, classes="notice"))
             return
         body = VerticalScroll(id="kernels-body")
         self.mount(body)

@@ -10,10 +10,10 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
+from diag.analysis.collectors import missing_data_note
 from diag.analysis.tables import time_breakdown
 from diag.tui.source import Source
 from diag.tui.views.base import View
-from diag.tui.views.timeline import collector_note
 from diag.tui.widgets.frame_table import FrameTable
 from diag.tui.widgets.score_bars import share_lines
 
@@ -40,7 +40,7 @@ def short_frame(text: str, cwd: str = "") -> str:
 class StacksData:
     frames: pd.DataFrame
     breakdown: pd.DataFrame
-    note: str | None
+    note: str  # why there are no frames, shown when there are none
     phase_order: list[str]
 
 
@@ -59,7 +59,7 @@ class StacksView(View):
     def load(self, source: Source) -> StacksData:
         d = source.diagnosis()
         return StacksData(source.hot_frames(d.phases, 30), time_breakdown(d.metrics),
-                          collector_note(source.manifest.get("collectors") or {}, "stacks", "Python stacks"),
+                          missing_data_note(source.manifest.get("collectors") or {}, "stacks"),
                           [p.name for p in d.phases])
 
     def show(self, data: StacksData) -> None:
@@ -68,7 +68,7 @@ class StacksView(View):
             self.mount(Static("Steady-state time", classes="section"))
             self.mount(Static(breakdown_text(data.breakdown), id="breakdown"))
         if data.frames.empty:
-            self.mount(Static(data.note or "No stack samples in this run.", classes="problem"))
+            self.mount(Static(data.note, classes="problem"))
             return
         present = set(data.frames["phase"])
         order = [p for p in data.phase_order if p in present] + sorted(present - set(data.phase_order))

@@ -8,14 +8,13 @@ from typing import Any
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from diag.analysis.collectors import missing_data_note
+from diag.analysis.series import GROUP_TITLES
 from diag.engine.diagnosis import Phase
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.phase_bar import PhaseBar
 from diag.tui.widgets.time_chart import TimeChart
-
-GROUP_TITLES = {"gpu": "GPU", "gpm": "GPU activity (GPM)", "cpu": "CPU", "memory": "Memory", "io": "I/O",
-                "copies": "Copies", "latency": "Latency"}
 
 
 @dataclass
@@ -24,15 +23,6 @@ class TimelineData:
     phases: list[Phase]
     duration_s: float
     collectors: dict[str, Any]
-
-
-def collector_note(collectors: dict[str, Any], name: str, what: str) -> str | None:
-    """Why there is no data from collector `name`, from the manifest; None when it ran."""
-    c = collectors.get(name) or {"status": "missing", "reason": "not recorded"}
-    if c.get("status") == "ok":
-        return None
-    reason = c.get("reason") or "no reason recorded"
-    return f"No {what}: the {name} collector was {c.get('status', '?')} — {reason}"
 
 
 class TimelineView(View):
@@ -45,10 +35,8 @@ class TimelineView(View):
                             source.manifest.get("collectors") or {})
 
     def show(self, data: TimelineData) -> None:
-        gpu_note = collector_note(data.collectors, "gpu", "GPU charts")
-        has_gpu = any(s.group in ("gpu", "gpm") for s in data.series)
-        if gpu_note and not has_gpu:
-            self.mount(Static(gpu_note, classes="notice"))
+        if not any(s.group in ("gpu", "gpm") for s in data.series):
+            self.mount(Static(missing_data_note(data.collectors, "gpu"), classes="notice"))
         if not data.series:
             self.mount(Static("Nothing was sampled over time in this run.", classes="problem"))
             return
