@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from diag.errors import DiagError
+from diag.store.importers import formats_text
 
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but the target's own output")
     _add_analysis_args(p)
 
-    a = sub.add_parser("analyze", help="diagnose a recorded run (or a Kineto .json / Nsight .sqlite trace)")
+    a = sub.add_parser("analyze", help=f"diagnose a recorded run (or a trace: {formats_text()})")
     a.add_argument("run", metavar="RUN")
     a.add_argument("--json", action="store_true", help="print only the diagnosis as JSON")
     _add_analysis_args(a)

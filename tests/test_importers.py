@@ -149,3 +149,37 @@ def test_not_nsys_sqlite_and_missing(tmp_path) -> None:
     rep.write_bytes(b"binary")
     with pytest.raises(DiagError, match="nsys export --type sqlite"):
         import_trace(str(rep))
+
+
+def test_registry_sniffs_each_format_and_names_it_in_the_manifest(tmp_path) -> None:
+    from diag.store.importers import IMPORTERS, importer_for
+
+    db = str(tmp_path / "report.db")  # sniffed by content, whatever the name
+    make_nsys(db)
+    kineto = os.path.join(TRACES, "kineto_cuda_synthetic.json")
+    rep = tmp_path / "x.nsys-rep"
+    rep.write_bytes(b"binary")
+    assert [importer_for(p).name for p in (db, kineto, str(rep))] == ["nsys-sqlite", "kineto", "nsys-sqlite"]
+    for path in (db, kineto):
+        assert import_trace(path).manifest["imported_from"]["format"] == importer_for(path).name
+    assert IMPORTERS[-1].name == "kineto"  # takes what no other format claims
+    assert len({i.name for i in IMPORTERS}) == len(IMPORTERS)
+
+
+def test_cli_help_and_run_errors_list_the_registry_without_loading_pandas(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from diag.cli import build_parser
+    from diag.store.importers import IMPORTERS, formats_text
+    from diag.store.run import open_run
+
+    assert all(i.title in formats_text() for i in IMPORTERS)
+    assert formats_text() in " ".join(build_parser().format_help().split())  # help wraps lines
+    path = tmp_path / "trace.bin"
+    path.write_bytes(b"x")
+    with pytest.raises(DiagError, match="also reads traces: " + formats_text()):
+        open_run(str(path))
+    code = "import sys, diag.cli; diag.cli.build_parser(); print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,227 +1,130 @@
 """Traces from other tools as a diag Run: `diag analyze trace.json` / `report.sqlite`.
 
-Two formats:
-- PyTorch profiler / Kineto chrome-trace JSON (optionally gzipped): kernels,
-  memcpy, memset, steps from `ProfilerStep#N`, ranges from `user_annotation`.
-- Nsight Systems SQLite export (`nsys export --type sqlite`): kernels
-  (CUPTI_ACTIVITY_KIND_KERNEL, names through StringIds), copies and memsets
-  (CUPTI_ACTIVITY_KIND_MEMCPY/_MEMSET), ranges (NVTX_EVENTS push/pop and
-  start/end ranges; `request` ranges become requests). nsys times are ns from
-  the session start; TARGET_INFO_SESSION_START_TIME.utcEpochNs, where the
-  export has it, puts them on the Unix epoch.
+One registry, IMPORTERS: each format has a name (the manifest's
+`imported_from.format`), a short title for help texts, a sniffing predicate
+over the file's path and first bytes, and a reader that builds the Run. The
+first importer whose predicate accepts a file reads it; the last one, Kineto,
+takes whatever no other format claims (JSON has no magic bytes), and its
+reader says what is wrong with a file that is no trace.
 
-The Run is built in memory: a synthesized manifest (schema diag.run/1,
-`imported_from`, collectors that cannot exist in a trace marked `off` with
-reason "imported trace") and every table pre-filled in `_cache`.
+Readers live in their format's module (diag/store/kineto.py,
+diag/store/nsight.py) and are imported on first use, so asking the registry
+what it reads (CLI help) does not load pandas. They build the Run with
+`trace_run`: a synthesized manifest (schema diag.run/1, `imported_from`,
+collectors that cannot exist in a trace marked `off` with reason "imported
+trace") and every table pre-filled in `_cache`.
+
+Adding a format: a module with a reader `(path) -> Run`, and one row here.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-import sqlite3
-from typing import Any
-
-import pandas as pd
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from diag.errors import DiagError
-from diag.store.kineto import load_trace, nest_depths, parse_trace
 from diag.store.manifest import SCHEMA
-from diag.store.run import TABLES, Run, _frame, open_run
 
-# CUPTI_ActivityMemcpyKind and CUPTI_ActivityMemoryKind, as nsys stores them.
-COPY_KINDS = {0: None, 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-              8: "DtoD", 9: "HtoH", 10: "PtoP"}
-MEM_KINDS = {0: None, 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
-             6: "device_static", 7: "managed_static"}
-NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
+if TYPE_CHECKING:
+    from diag.store.run import Run
+
 OFF = {"status": "off", "reason": "imported trace"}
+SNIFF_BYTES = 16
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One trace format diag reads."""
+
+    name: str  # imported_from.format in the manifest
+    title: str  # how help texts name it
+    sniff: Callable[[str, bytes], bool]  # (path, first SNIFF_BYTES bytes) -> is it this format
+    reader: str  # "module:function", (path) -> Run; imported on first use
+
+    def read(self, path: str) -> Run:
+        module, _, function = self.reader.partition(":")
+        return getattr(importlib.import_module(module), function)(path)
+
+
+def _nsight(path: str, head: bytes) -> bool:
+    # a .nsys-rep is claimed too: its reader says how to export it
+    return head.startswith(SQLITE_MAGIC) or path.endswith((".nsys-rep", ".qdrep"))
+
+
+def _anything(path: str, head: bytes) -> bool:
+    return True
+
+
+IMPORTERS: tuple[Importer, ...] = (
+    Importer("nsys-sqlite", "Nsight .sqlite", _nsight, "diag.store.nsight:read_nsight"),
+    Importer("kineto", "Kineto .json", _anything, "diag.store.kineto:read_kineto"),  # last: takes the rest
+)
+
+
+def formats_text() -> str:
+    """The formats diag imports, for help and error texts: 'Nsight .sqlite / Kineto .json'."""
+    return " / ".join(i.title for i in IMPORTERS)
+
+
+def importer_for(path: str) -> Importer:
+    """The importer that reads the file at `path`; DiagError if it is missing or unreadable."""
+    if not os.path.isfile(path):
+        raise DiagError(f"{path}: no such trace file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError as exc:
+        raise DiagError(f"{path}: cannot read ({exc.strerror})") from None
+    return next(i for i in IMPORTERS if i.sniff(path, head))
 
 
 def open_any(path: str) -> Run:
     """A run directory, or a trace file from another tool read as a run. DiagError if neither."""
     if os.path.isfile(path):
         return import_trace(path)
+    from diag.store.run import open_run
+
     return open_run(path)
 
 
 def import_trace(path: str) -> Run:
-    """Read a Kineto JSON or an Nsight Systems SQLite export into a Run; DiagError if unreadable."""
-    if not os.path.isfile(path):
-        raise DiagError(f"{path}: no such trace file")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except OSError as exc:
-        raise DiagError(f"{path}: cannot read ({exc.strerror})") from None
-    if head.startswith(b"SQLite format 3\x00"):
-        return _from_nsys(path)
-    if path.endswith(".nsys-rep") or path.endswith(".qdrep"):
-        raise DiagError(f"{path}: export it first: nsys export --type sqlite {path}")
-    return _from_kineto(path)
+    """Read a trace file of any registered format into a Run; DiagError if unreadable."""
+    return importer_for(path).read(path)
 
 
-def _manifest(path: str, fmt: str, start_ns: int, end_ns: int, tool: str, gpu: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA, "run_id": os.path.basename(path), "command": [], "cwd": "",
-        "start_ns": start_ns, "end_ns": end_ns, "duration_s": max(0.0, (end_ns - start_ns) / 1e9),
-        "exit_code": None, "signal": None, "partial": False, "host": {}, "gpu": gpu,
-        "versions": {}, "env": {},
-        "collectors": {"host": OFF, "gpu": OFF, "stacks": OFF, "hooks": OFF,
-                       "kernels": {"status": "ok", "source": tool}},
-        "options": {},
-        "imported_from": {"path": os.path.abspath(path), "format": fmt},
-    }
+# -- for the readers -----------------------------------------------------------------------
 
-
-def _run(path: str, manifest: dict[str, Any], tables: dict[str, list[dict[str, Any]]]) -> Run:
-    cache = {name: _frame(name, pd.DataFrame(tables.get(name, []))) for name in TABLES}
-    return Run(path=path, manifest=manifest, _cache=cache)
-
-
-def _span(tables: dict[str, list[dict[str, Any]]]) -> tuple[int, int]:
+def span(tables: dict[str, list[dict[str, Any]]]) -> tuple[int, int]:
+    """(first start, last end) in ns over every row of every table; (0, 0) if none."""
     starts = [r["ts_ns"] for rows in tables.values() for r in rows]
     ends = [r["ts_ns"] + max(0, r.get("dur_ns") or 0) for rows in tables.values() for r in rows]
     return (min(starts), max(ends)) if starts else (0, 0)
 
 
-# -- Kineto ---------------------------------------------------------------------------------
+def trace_run(path: str, fmt: str, tool: str, tables: dict[str, list[dict[str, Any]]],
+              gpu: dict[str, Any] | None = None, collectors: dict[str, Any] | None = None) -> Run:
+    """The in-memory Run of an imported trace: `tables` rows, a manifest saying where they came from.
 
-def _from_kineto(path: str) -> Run:
-    try:
-        trace = load_trace(path)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DiagError(f"{path}: not a readable trace JSON ({str(exc).splitlines()[0][:120]})") from None
-    parsed = parse_trace(trace)
-    pid = parsed.pid if parsed.pid is not None else -1
-    for row in parsed.kernels:
-        row["pid"] = pid
-    tables = {"kernels": parsed.kernels, "steps": parsed.steps, "ranges": parsed.ranges}
-    if not any(tables.values()):
-        raise DiagError(f"{path}: no kernels, steps or annotations in this trace")
-    start, end = _span(tables)
-    tables["windows"] = [{"window": 0, "ts_ns": start, "dur_ns": end - start, "steps": len(parsed.steps),
-                          "profiler_start_ns": 0, "trace": os.path.basename(path), "pid": pid}]
-    devices = [{"index": d.get("id", i), "name": d.get("name", ""), "memory_bytes": d.get("totalGlobalMem", 0)}
-               for i, d in enumerate(trace.get("deviceProperties") or []) if isinstance(d, dict)]
-    gpu = {"count": len(devices), "devices": devices} if devices else {}
-    return _run(path, _manifest(path, "kineto", start, end, "torch.profiler", gpu), tables)
+    `tool` recorded the kernels; `collectors` replaces entries of the manifest's collectors.
+    """
+    import pandas as pd
 
+    from diag.store.run import TABLES, Run, _frame
 
-# -- Nsight Systems SQLite ------------------------------------------------------------------
-
-def _tables_in(db: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-
-
-def _epoch_offset(db: sqlite3.Connection, have: set[str]) -> int:
-    if "TARGET_INFO_SESSION_START_TIME" in have:
-        row = db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        if row and row[0]:
-            return int(row[0])
-    return 0  # times stay ns from the session start
-
-
-def _pid_tid(global_tid: Any) -> tuple[int, int]:
-    # nsys packs globalTid as (pid << 24) | tid, in the low 48 bits.
-    if global_tid is None:
-        return -1, -1
-    g = int(global_tid)
-    return (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
-
-
-def _nsys_kernels(db: sqlite3.Connection, have: set[str], off: int) -> list[dict[str, Any]]:
-    from diag.store.kineto import kernel_category
-
-    rows: list[dict[str, Any]] = []
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in have:
-        cols = _columns(db, "CUPTI_ACTIVITY_KIND_KERNEL")
-        name_col = next((c for c in ("demangledName", "shortName", "mangledName") if c in cols), None)
-        if name_col is None:
-            raise ValueError("kernel table has no name column")
-        pid_expr = "k.globalPid" if "globalPid" in cols else "NULL"
-        q = (f"SELECT k.start, k.end, k.deviceId, k.streamId, s.value, k.gridX, k.gridY, k.gridZ, "
-             f"k.blockX, k.blockY, k.blockZ, {pid_expr} FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-             f"LEFT JOIN StringIds s ON s.id = k.{name_col}")
-        for start, end, dev, stream, name, gx, gy, gz, bx, by, bz, gpid in db.execute(q):
-            name = name or ""
-            rows.append({"ts_ns": off + start, "dur_ns": end - start, "window": 0, "device": dev,
-                         "stream": stream, "name": name, "category": kernel_category(name), "kind": "kernel",
-                         "copy_kind": None, "src_mem": None, "dst_mem": None, "bytes": None,
-                         "grid": f"[{gx},{gy},{gz}]", "block": f"[{bx},{by},{bz}]",
-                         "pid": _pid_tid(gpid)[0]})
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in have:
-        cols = _columns(db, "CUPTI_ACTIVITY_KIND_MEMCPY")
-        pid_expr = "globalPid" if "globalPid" in cols else "NULL"
-        q = (f"SELECT start, end, deviceId, streamId, bytes, copyKind, srcKind, dstKind, {pid_expr} "
-             f"FROM CUPTI_ACTIVITY_KIND_MEMCPY")
-        for start, end, dev, stream, nbytes, kind, src, dst, gpid in db.execute(q):
-            ck = COPY_KINDS.get(kind)
-            label = f"Memcpy {ck or 'unknown'} ({MEM_KINDS.get(src) or '?'} -> {MEM_KINDS.get(dst) or '?'})"
-            rows.append({"ts_ns": off + start, "dur_ns": end - start, "window": 0, "device": dev,
-                         "stream": stream, "name": label, "category": "memcpy", "kind": "memcpy",
-                         "copy_kind": ck, "src_mem": MEM_KINDS.get(src), "dst_mem": MEM_KINDS.get(dst),
-                         "bytes": nbytes, "grid": None, "block": None, "pid": _pid_tid(gpid)[0]})
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in have:
-        for start, end, dev, stream, nbytes in db.execute(
-                "SELECT start, end, deviceId, streamId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET"):
-            rows.append({"ts_ns": off + start, "dur_ns": end - start, "window": 0, "device": dev,
-                         "stream": stream, "name": "Memset", "category": "memset", "kind": "memset",
-                         "copy_kind": None, "src_mem": None, "dst_mem": None, "bytes": nbytes,
-                         "grid": None, "block": None, "pid": -1})
-    return rows
-
-
-def _nsys_ranges(db: sqlite3.Connection, have: set[str], off: int) -> list[dict[str, Any]]:
-    if "NVTX_EVENTS" not in have:
-        return []
-    cols = _columns(db, "NVTX_EVENTS")
-    text_id = "textId" in cols and "StringIds" in have
-    has_domain = "domainId" in cols
-    domains: dict[Any, str] = {}
-    if has_domain:
-        for dom, text in db.execute(f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE}"):
-            domains[dom] = text or ""
-    name_expr = "COALESCE(e.text, s.value)" if text_id else "e.text"
-    join = "LEFT JOIN StringIds s ON s.id = e.textId" if text_id else ""
-    q = (f"SELECT e.start, e.end, e.globalTid, {name_expr}, {'e.domainId' if has_domain else 'NULL'} "
-         f"FROM NVTX_EVENTS e {join} "
-         f"WHERE e.eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}) AND e.end IS NOT NULL")
-    rows = []
-    for start, end, gtid, name, dom in db.execute(q):
-        pid, tid = _pid_tid(gtid)
-        name = name or ""
-        rows.append({"ts_ns": off + start, "dur_ns": end - start, "pid": pid, "tid": tid, "name": name,
-                     "kind": "request" if name == "request" else "stage", "source": "nvtx",
-                     "domain": domains.get(dom, ""), "depth": 0})
-    return nest_depths(rows)
-
-
-def _from_nsys(path: str) -> Run:
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise DiagError(f"{path}: cannot open SQLite ({exc})") from None
-    try:
-        have = _tables_in(db)
-        if not have & {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"}:
-            raise DiagError(f"{path}: not an Nsight Systems export (no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)")
-        off = _epoch_offset(db, have)
-        tables = {"kernels": _nsys_kernels(db, have, off), "ranges": _nsys_ranges(db, have, off)}
-    except sqlite3.Error as exc:
-        raise DiagError(f"{path}: unreadable Nsight Systems export ({str(exc)[:120]})") from None
-    except (ValueError, TypeError) as exc:
-        raise DiagError(f"{path}: unexpected Nsight Systems schema ({str(exc)[:120]})") from None
-    finally:
-        db.close()
-    start, end = _span(tables)
-    if tables["kernels"]:
-        tables["windows"] = [{"window": 0, "ts_ns": start, "dur_ns": end - start, "steps": 0,
-                              "profiler_start_ns": 0, "trace": os.path.basename(path), "pid": -1}]
-    manifest = _manifest(path, "nsys-sqlite", start, end, "nsys", {})
-    manifest["collectors"]["hooks"] = {"status": "off", "reason": "imported trace (NVTX ranges only)"}
-    return _run(path, manifest, tables)
-
+    start, end = span(tables)
+    manifest = {
+        "schema": SCHEMA, "run_id": os.path.basename(path), "command": [], "cwd": "",
+        "start_ns": start, "end_ns": end, "duration_s": max(0.0, (end - start) / 1e9),
+        "exit_code": None, "signal": None, "partial": False, "host": {}, "gpu": gpu or {},
+        "versions": {}, "env": {},
+        "collectors": {"host": OFF, "gpu": OFF, "stacks": OFF, "hooks": OFF,
+                       "kernels": {"status": "ok", "source": tool}, **(collectors or {})},
+        "options": {},
+        "imported_from": {"path": os.path.abspath(path), "format": fmt},
+    }
+    cache = {name: _frame(name, pd.DataFrame(tables.get(name, []))) for name in TABLES}
+    return Run(path=path, manifest=manifest, _cache=cache)

@@ -2,7 +2,8 @@
 
 Used two ways: as the derived table `kernels` of a run (every
 `raw/kineto/window<N>.<pid>.json` written by diag/collect/kernel_windows.py),
-and by diag/store/importers.py for `diag analyze trace.json`.
+and as the importer of `diag analyze trace.json` (`read_kineto`, registered
+in diag/store/importers.py).
 
 Time: Kineto's `ts` is in microseconds. Traces from torch >= 2.1 carry
 `baseTimeNanoseconds`, and `baseTimeNanoseconds + ts * 1000` is Unix-epoch
@@ -21,8 +22,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from diag.errors import DiagError
+from diag.store.importers import span, trace_run
 from diag.store.jsonl import RAW_DIR, read_raw
-from diag.store.run import derived_table
+from diag.store.run import Run, derived_table
 
 # Kernel name -> category, first match wins. Order matters: an attention or
 # norm kernel may also say "cutlass" or "vectorized", an implicit-GEMM conv
@@ -219,3 +222,26 @@ def kernels_of_run(run_dir: str) -> list[dict[str, Any]]:
             row["pid"] = pid
             rows.append(row)
     return rows
+
+
+def read_kineto(path: str) -> Run:
+    """The Run of a PyTorch profiler (Kineto) trace file: kernels, memcpy, memset, steps from
+    `ProfilerStep#N`, ranges from `user_annotation`; DiagError if it is no such trace."""
+    try:
+        trace = load_trace(path)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DiagError(f"{path}: not a readable trace JSON ({str(exc).splitlines()[0][:120]})") from None
+    parsed = parse_trace(trace)
+    pid = parsed.pid if parsed.pid is not None else -1
+    for row in parsed.kernels:
+        row["pid"] = pid
+    tables = {"kernels": parsed.kernels, "steps": parsed.steps, "ranges": parsed.ranges}
+    if not any(tables.values()):
+        raise DiagError(f"{path}: no kernels, steps or annotations in this trace")
+    start, end = span(tables)
+    tables["windows"] = [{"window": 0, "ts_ns": start, "dur_ns": end - start, "steps": len(parsed.steps),
+                          "profiler_start_ns": 0, "trace": os.path.basename(path), "pid": pid}]
+    devices = [{"index": d.get("id", i), "name": d.get("name", ""), "memory_bytes": d.get("totalGlobalMem", 0)}
+               for i, d in enumerate(trace.get("deviceProperties") or []) if isinstance(d, dict)]
+    gpu = {"count": len(devices), "devices": devices} if devices else {}
+    return trace_run(path, "kineto", "torch.profiler", tables, gpu)

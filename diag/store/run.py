@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from diag.errors import DiagError
+from diag.store.importers import formats_text
 from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import MANIFEST, read_manifest
 from diag.store.steps import TABLE_COLUMNS as STEP_TABLE_COLUMNS
@@ -146,7 +147,7 @@ def open_run(path: str) -> Run:
     if not os.path.exists(path):
         raise DiagError(f"{path}: no such run directory")
     if not os.path.isdir(path):
-        raise DiagError(f"{path}: not a run directory (diag analyze also reads .json and .sqlite traces)")
+        raise DiagError(f"{path}: not a run directory (diag analyze also reads traces: {formats_text()})")
     if not os.path.exists(os.path.join(path, MANIFEST)):
         raise DiagError(f"{path}: not a diag run (no {MANIFEST})")
     try:
