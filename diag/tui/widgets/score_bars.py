@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from diag.engine.diagnosis import LABELS
+from diag.views.units import format_value
 
 
 def bar(fraction: float, width: int) -> str:
@@ -25,7 +26,7 @@ def share_lines(rows: list[tuple[str, float, str]], label_width: int, width: int
     for i, (label, share, tail) in enumerate(rows):
         text.append(f"{label:<{label_width}} ")
         text.append(bar(share, width), style="bold")
-        text.append(f" {share * 100:5.1f}%{tail}")
+        text.append(f" {format_value(share, 'ratio'):>6}{tail}")
         if i < len(rows) - 1:
             text.append("\n")
     return text
