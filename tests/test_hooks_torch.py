@@ -307,7 +307,7 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
 
     rec2, hooks = _fake_hooks(tmp_path / "b")
     ends = []
-    for seq in range(3):
+    for _ in range(3):
         events = hooks._start_events(0)
         assert events[2] == "stream0"
         row = rec2.begin_step("torch", lambda: ("M", 2, [(2, 4)], "float32", "cuda:0"))

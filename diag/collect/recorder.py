@@ -234,7 +234,10 @@ class Recorder:
         try:
             if row[WEIGHT]:
                 if defer is None:
-                    self.step(row)
+                    buf = self._pending["steps"]  # step(row), inlined: this is every step's path
+                    buf.append(row)
+                    if len(buf) >= self._max_pending:
+                        self._drain("steps")
                 else:
                     defer(row, extra)
             if row[SEQ] == 0:

@@ -1,0 +1,147 @@
+"""The recorder's step lifecycle (begin_step/end_step), driven by a fake third framework, and the one step layout."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diag.collect.recorder import Recorder, _step_line
+from diag.store.run import open_run
+from diag.store.steps import STEP_COLUMNS, STEP_LAYOUT, TABLE_COLUMNS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Graph:
+    """A stand-in for the next framework (say, CUDA-graph replays): replay() may nest and may raise."""
+
+    def __init__(self, batch: int, inner: Graph | None = None, fail: bool = False) -> None:
+        self.batch, self.inner, self.fail = batch, inner, fail
+
+    def replay(self) -> str:
+        if self.inner is not None:
+            self.inner.replay()
+        if self.fail:
+            raise RuntimeError("replay failed")
+        return "done"
+
+
+def _describe(graph: Graph) -> tuple[str, int, list[Any], str, str]:
+    if graph.batch < 0:
+        raise ValueError("cannot describe")
+    return "Graph", graph.batch, [(graph.batch, 4)], "float16", "cuda:0"
+
+
+def _hook(rec: Recorder) -> Any:
+    """Patch Graph.replay the way a hooks module would, using only the recorder's lifecycle."""
+    orig = Graph.replay
+
+    def replay(self: Graph) -> str:
+        row = rec.begin_step("cuda_graph", _describe, self)
+        try:
+            if self.batch == 3:
+                rec.sync("Graph.synchronize", 0, 1)  # a synchronizing call made inside the step
+            return orig(self)
+        finally:
+            rec.end_step(row)
+
+    Graph.replay = replay  # type: ignore[method-assign]
+    return orig
+
+
+@pytest.fixture
+def recorded(tmp_path: Path, request: Any) -> Any:
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "diag.run/1", "start_ns": 0}))
+    rec = Recorder(str(tmp_path), {"gc": False, "table_rows": getattr(request, "param", 1000)})
+    ended: list[int] = []
+    rec.on_step_end.append(ended.append)
+    orig = _hook(rec)
+    yield rec, ended
+    Graph.replay = orig  # type: ignore[method-assign]
+
+
+def _tables(rec: Recorder) -> tuple[Any, Any]:
+    rec.flush()
+    run = open_run(rec.run_dir)
+    return run.table("steps"), run.table("events")
+
+
+def test_fake_framework_steps(recorded: Any) -> None:
+    rec, ended = recorded
+    Graph(2).replay()
+    Graph(5, inner=Graph(7, inner=Graph(9))).replay()  # nested replays: one step, the outermost
+    rec.in_window = True
+    Graph(3).replay()
+    rec.in_window = False
+    with pytest.raises(RuntimeError):
+        Graph(4, fail=True).replay()  # a step that raised is still a step, and the error goes on
+    Graph(-1).replay()  # describe failed: the step is kept, undescribed
+    steps, events = _tables(rec)
+
+    assert list(steps.columns[:len(TABLE_COLUMNS)]) == list(TABLE_COLUMNS)
+    assert list(steps["seq"]) == [0, 1, 2, 3, 4] and ended == [0, 1, 2, 3, 4]
+    assert list(steps["batch"]) == [2, 5, 3, 4, -1]
+    assert list(steps["model"]) == ["Graph"] * 4 + [""]
+    assert set(steps["source"]) == {"cuda_graph"}
+    assert steps["shapes"].iloc[0] == "[[2,4]]" and steps["device"].iloc[0] == "cuda:0"
+    assert list(steps["in_window"]) == [False, False, True, False, False]
+    assert list(steps["syncs"]) == [0, 0, 1, 0, 0]
+    assert (steps["gpu_ns"] == -1).all() and (steps["weight"] == 1).all() and (steps["dur_ns"] > 0).all()
+    assert rec.state.depth == 0
+
+    first = events[events["kind"] == "first_step"]
+    assert len(first) == 1 and first["name"].iloc[0] == "Graph"
+    assert json.loads(first["detail"].iloc[0]) == {"source": "cuda_graph"}
+    assert int(first["ts_ns"].iloc[0]) == int(steps["ts_ns"].iloc[0])
+    assert int(first["dur_ns"].iloc[0]) == int(steps["dur_ns"].iloc[0])
+
+
+@pytest.mark.parametrize("recorded", [2], indirect=True)
+def test_sampled_out_steps_are_numbered_and_called_back(recorded: Any) -> None:
+    rec, ended = recorded
+    for batch in range(12):
+        Graph(batch).replay()
+    steps, events = _tables(rec)
+    # 2 rows kept in full, then 1 in 2, then 1 in 4: seq shows the gaps, weight what a row stands for
+    assert list(steps["seq"]) == [0, 1, 2, 4, 8]
+    assert list(steps["weight"]) == [1, 1, 2, 2, 4]
+    assert ended == list(range(12))  # sampled-out steps still reach the callbacks (kernel windows)
+    assert (events["kind"] == "first_step").sum() == 1
+
+
+def test_deferred_rows_are_written_by_their_owner(tmp_path: Path) -> None:
+    rec = Recorder(str(tmp_path), {"gc": False})
+    held: list[Any] = []
+    row = rec.begin_step("torch", lambda: ("M", 1, [], "", "cuda:0"))
+    rec.end_step(row, lambda r, extra: held.append((r, extra)), "events")
+    assert len(held) == 1 and held[0][1] == "events" and not rec._pending["steps"]
+    assert rec.end_step(None) is None  # a nested call's token: nothing to do
+
+
+def test_step_line_matches_layout() -> None:
+    row = [1, 2, 3, "torch", 'M"x', 8, [(8, 4)], "float32", "cpu", -1, 0, 7, True, 1]
+    assert len(row) == len(STEP_COLUMNS)
+    fast = json.loads(_step_line(row, 99))
+    assert list(fast) == list(TABLE_COLUMNS)
+    assert fast["model"] == 'M"x' and fast["shapes"] == "[[8,4]]" and fast["in_window"] is True
+    odd = list(row)
+    odd[5] = None  # not an int: the general encoder writes the same columns
+    slow = json.loads(_step_line(odd, 99))
+    assert list(slow) == list(TABLE_COLUMNS) and slow["batch"] is None
+
+
+def test_run_format_documents_every_step_column() -> None:
+    text = (REPO / "docs" / "run-format.md").read_text()
+    section = text.split("### steps", 1)[1].split("\n### ", 1)[0]
+    documented: dict[str, str] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and "`" in cells[0]:
+            for name in re.findall(r"`([a-z_]+)`", cells[0]):
+                documented[name] = cells[1]
+    types = {name: "str" if kind == "shapes" else kind for name, kind in STEP_LAYOUT}
+    assert documented == {**types, "pid": "int"}
