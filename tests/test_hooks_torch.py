@@ -310,7 +310,7 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
     for _ in range(3):
         events = hooks._start_events(0)
         assert events[2] == "stream0"
-        row = rec2.begin_step("torch", lambda: ("M", 2, [(2, 4)], "float32", "cuda:0"))
+        row = rec2.begin_step("torch", lambda mod, args, kwargs: ("M", 2, [(2, 4)], "float32", "cuda:0"))
         rec2.end_step(row, hooks._await_gpu, events)  # the row waits for its end event
         ends.append(events[1])
     assert _rows(rec2, "steps") == []  # nothing completed: rows wait, nobody blocks

@@ -30,7 +30,7 @@ class Graph:
         return "done"
 
 
-def _describe(graph: Graph) -> tuple[str, int, list[Any], str, str]:
+def _describe(graph: Graph, args: tuple, kwargs: dict | None) -> tuple[str, int, list[Any], str, str]:
     if graph.batch < 0:
         raise ValueError("cannot describe")
     return "Graph", graph.batch, [(graph.batch, 4)], "float16", "cuda:0"
@@ -116,7 +116,7 @@ def test_sampled_out_steps_are_numbered_and_called_back(recorded: Any) -> None:
 def test_deferred_rows_are_written_by_their_owner(tmp_path: Path) -> None:
     rec = Recorder(str(tmp_path), {"gc": False})
     held: list[Any] = []
-    row = rec.begin_step("torch", lambda: ("M", 1, [], "", "cuda:0"))
+    row = rec.begin_step("torch", lambda mod, args, kwargs: ("M", 1, [], "", "cuda:0"))
     rec.end_step(row, lambda r, extra: held.append((r, extra)), "events")
     assert len(held) == 1 and held[0][1] == "events" and not rec._pending["steps"]
     assert rec.end_step(None) is None  # a nested call's token: nothing to do

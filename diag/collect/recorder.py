@@ -49,15 +49,15 @@ stays readable.
 The step lifecycle, for every framework hook (torch modules, ORT runs, and the
 next one: CUDA-graph replays, compiled callables):
 
-    row = rec.begin_step("ort", describe, sess, feed)  # None: nested in another step
+    row = rec.begin_step("ort", describe, sess, args, kwargs)  # None: nested in another step
     try:
-        return original(...)
+        return original(sess, *args, **kwargs)
     finally:
         rec.end_step(row)
 
 Only the outermost call of a thread is a step. `begin_step` numbers it (`seq`,
 every step of the process, kept or not), decides its `weight`, calls
-`describe(*args) -> (model, batch, shapes, dtype, device)` only for a kept
+`describe(subject, args, kwargs) -> (model, batch, shapes, dtype, device)` only for a kept
 step, resets the thread's sync count and takes the start time last.
 `end_step` takes the duration first, then fills `syncs` (counted by `sync()`),
 queues the row (or hands it to `defer(row, extra)`, which writes it later with
@@ -97,6 +97,11 @@ from diag.store.steps import DUR, MODEL, SEQ, SOURCE, STEP_COLUMNS, STEP_LAYOUT,
 TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
 
 DEFAULT_OPTIONS: dict[str, Any] = _option_defaults("target")  # the option table (options.py) owns them
+
+# describe(subject, args, kwargs) -> (model, batch, shapes, dtype, device) of a kept step
+Describe = Callable[[Any, tuple[Any, ...], "dict[str, Any] | None"], tuple[str, int, Any, str, str]]
+
+_UNDESCRIBED = ("", -1, "", "", "")  # model, batch, shapes, dtype, device of a step not described
 
 MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
 
@@ -189,27 +194,28 @@ class Recorder:
 
     # -- the step lifecycle (module doc) ---------------------------------------
 
-    def begin_step(self, source: str, describe: Callable[..., tuple[Any, ...]] | None = None,
-                   *args: Any) -> list[Any] | None:
+    def begin_step(self, source: str, describe: Describe | None = None, subject: Any = None,
+                   args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> list[Any] | None:
         """Start a step on this thread: its row, or None when nested in another step.
 
-        `describe(*args)` returns `(model, batch, shapes, dtype, device)`; it
-        is called only when the row is kept, before the clock starts. Pass
-        the result to `end_step`, also when the call raised.
+        The step is the call `subject(*args, **kwargs)` (a module, a session,
+        a graph); `describe(subject, args, kwargs)` returns `(model, batch,
+        shapes, dtype, device)` and is called only when the row is kept,
+        before the clock starts. Pass the result to `end_step`, also when
+        the call raised.
         """
         state = self.state
         if state.depth:
             return None
         seq = next(self.seq_counter)
         weight = self.weight("steps")
-        model, batch, shapes, dtype, device = "", -1, "", "", ""
+        described = _UNDESCRIBED
         if weight and describe is not None:
             try:
-                model, batch, shapes, dtype, device = describe(*args)
+                described = describe(subject, args, kwargs)
             except Exception:  # noqa: BLE001 - never hurt the target: the step stays, undescribed
                 pass
-        row = [0, 0, state.tid or self._new_tid(), source, model, batch, shapes, dtype, device, -1, 0, seq,
-               self.in_window, weight]
+        row = [0, 0, state.tid or self._new_tid(), source, *described, -1, 0, seq, self.in_window, weight]
         state.syncs = 0
         state.depth = 1
         row[TS] = _time_ns()

@@ -120,42 +120,45 @@ class OrtHooks:
         orig = getattr(cls, method)
         state = self.state
         step = self._step
+        describe = self._describe_run if method == "run" else self._describe_bound
 
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
             if state.depth:
                 return orig(self, *args, **kwargs)
-            return step(orig, method, self, args, kwargs)
+            return step(orig, describe, self, args, kwargs)
 
         run.__wrapped__ = orig  # type: ignore[attr-defined]
         run.__name__ = run.__qualname__ = method
         run.__doc__ = orig.__doc__
         setattr(cls, method, run)
 
-    def _step(self, orig: Any, method: str, sess: Any, args: tuple, kwargs: dict) -> Any:
+    def _step(self, orig: Any, describe: Any, sess: Any, args: tuple, kwargs: dict) -> Any:
         rec = self.rec
-        row = rec.begin_step("ort", self._describe, method, sess, args, kwargs)
+        row = rec.begin_step("ort", describe, sess, args, kwargs)
         try:
             return orig(sess, *args, **kwargs)
         finally:
             rec.end_step(row)
 
-    def _describe(self, method: str, sess: Any, args: tuple, kwargs: dict) -> tuple[str, int, list[Any], str, str]:
-        """(model, batch, shapes, dtype, device) of a kept run (Recorder.begin_step)."""
+    def _describe_run(self, sess: Any, args: tuple, kwargs: dict) -> tuple[str, int, list[Any], str, str]:
+        """(model, batch, shapes, dtype, device) of a kept `run` (Recorder.begin_step): from its feed."""
         shapes: list[Any] = []
         dtype = ""
-        if method == "run":
-            feed = args[1] if len(args) > 1 else kwargs.get("input_feed")
-            if isinstance(feed, dict):
-                for value in list(feed.values())[:8]:
-                    shape = _shape(value)
-                    if shape is not None:
-                        if not shapes:
-                            dtype = _dtype(value)
-                        shapes.append(shape)
+        feed = args[1] if len(args) > 1 else kwargs.get("input_feed")
+        if isinstance(feed, dict):
+            for value in list(feed.values())[:8]:
+                shape = _shape(value)
+                if shape is not None:
+                    if not shapes:
+                        dtype = _dtype(value)
+                    shapes.append(shape)  # tuples: hashable, so the flusher thread caches their text
         first = shapes[0] if shapes else None
         batch = first[0] if first and isinstance(first[0], int) else -1
-        # Shapes stay tuples (hashable: the flusher thread caches their text).
         return getattr(sess, "_diag_model", "") or "", batch, shapes, dtype, getattr(sess, "_diag_device", "") or ""
+
+    def _describe_bound(self, sess: Any, args: tuple, kwargs: dict) -> tuple[str, int, list[Any], str, str]:
+        """A kept `run_with_iobinding`: the binding holds the inputs, so no batch or shapes."""
+        return getattr(sess, "_diag_model", "") or "", -1, [], "", getattr(sess, "_diag_device", "") or ""
 
 
 def install(rec: Any, ort: Any) -> OrtHooks:

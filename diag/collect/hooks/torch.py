@@ -125,6 +125,8 @@ class TorchHooks:
         self.event_all = int(self.opts.get("cuda_event_all", 64))
         self.event_every = max(1, int(self.opts.get("cuda_event_every", 4)))
         self.tracing = getattr(getattr(torch, "_C", None), "_get_tracing_state", None)
+        self.tensor_type = torch.Tensor
+        self.describe = self._describe  # bound once: the step path passes it on every step
         self.nvtx_local = threading.local()
         self.nvtx_started: dict[Any, tuple[str, int, int]] = {}
 
@@ -198,7 +200,7 @@ class TorchHooks:
         rec = self.rec
         if self.tracing is not None and self.tracing() is not None:
             return call(*args, **kwargs)  # torch.jit.trace running the model: not inference
-        row = rec.begin_step("torch", self._describe, mod, args, kwargs)
+        row = rec.begin_step("torch", self.describe, mod, args, kwargs)
         events = None
         if row is not None and row[WEIGHT] and self.cuda_events:
             try:
@@ -222,7 +224,7 @@ class TorchHooks:
 
     def _describe(self, mod: Any, args: tuple, kwargs: dict) -> tuple[str, int, list[Any], str, str]:
         """(model, batch, shapes, dtype, device) of a kept step (Recorder.begin_step)."""
-        tensors = _tensors(args, kwargs, self.torch.Tensor)
+        tensors = _tensors(args, kwargs, self.tensor_type)
         if tensors:
             first = tensors[0]
             shape = first.shape
