@@ -7,6 +7,7 @@ time is up or it gets SIGINT/SIGTERM, then prints one summary line and exits 0.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 import time
@@ -48,6 +49,8 @@ class Deadline:
         self.stop = threading.Event()
         self.start = time.perf_counter()
         self.end = self.start + seconds
+        # benchmarks/overhead.py asks for the time to the first step (first done() call)
+        self._tell_first_step = os.environ.get("DIAG_BENCH_FIRST_STEP") == "1"
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
 
@@ -60,6 +63,9 @@ class Deadline:
         self.end = self.start + seconds
 
     def done(self) -> bool:
+        if self._tell_first_step:
+            self._tell_first_step = False
+            print_first_step()
         return self.stop.is_set() or time.perf_counter() >= self.end
 
     def elapsed(self) -> float:
@@ -69,6 +75,23 @@ class Deadline:
         """Block the calling (main) thread until the deadline or a signal."""
         while not self.done():
             self.stop.wait(0.1)
+
+
+def since_process_start() -> float | None:
+    """Seconds since this process was started (Linux /proc), None elsewhere."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, ticks since boot
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def print_first_step() -> None:
+    """The optional line benchmarks/overhead.py reads: process start to the first step."""
+    since = since_process_start()
+    print(f"DIAG_BENCH first_step_s={-1.0 if since is None else since:.3f}", flush=True)
 
 
 def sync(device: str) -> None:
