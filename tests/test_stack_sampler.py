@@ -136,3 +136,132 @@ def test_segments_rotate_and_compact_so_long_runs_stay_bounded(tmp_path):
     assert ours["stack"].str.contains("spin_here").any()
     span_s = (ours["ts_ns"].max() - ours["ts_ns"].min()) / 1e9
     assert span_s > 2.5  # samples from more than one segment
+
+
+# -- adaptive rate (issue 10): pure decision, load window, and what run.json records ----------------
+
+FAKE_PY_SPY = """#!{python}
+import json, signal, sys, time
+args = sys.argv[1:]
+with open({calls!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+out = args[args.index("-o") + 1]
+def finish(*_):
+    with open(out, "w") as f:
+        f.write("[]")
+    sys.exit(0)
+signal.signal(signal.SIGINT, finish)
+while True:
+    time.sleep(0.05)
+"""
+
+
+class FakeLoad(stack_sampler.IdleCpu):
+    """Idle cores as the test says, whatever the machine does."""
+
+    def __init__(self, spare: list[float], cores: int = 2) -> None:
+        super().__init__(cores=cores)
+        self.spare = spare
+
+    def read(self, now: float) -> None:
+        pass
+
+    def spare_cores(self) -> float | None:
+        return self.spare.pop(0) if len(self.spare) > 1 else self.spare[0]
+
+
+def _fake_py_spy(tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    exe = tmp_path / "py-spy"
+    exe.write_text(FAKE_PY_SPY.format(python=sys.executable, calls=str(calls)))
+    exe.chmod(0o755)
+    return str(exe), calls
+
+
+def _rates_asked(calls):
+    return [int(a[a.index("-r") + 1]) for a in map(json.loads, calls.read_text().splitlines())]
+
+
+def test_rate_drops_on_a_saturated_small_host():
+    rate, why = stack_sampler.choose_rate(cores=2, spare_cores=0.05, base_hz=50, current_hz=50)
+    assert rate == stack_sampler.SATURATED_RATE_HZ and "0.05 of 2 cores idle" in why
+    # already low: nothing to do
+    assert stack_sampler.choose_rate(2, 0.05, 50, stack_sampler.SATURATED_RATE_HZ) == (10, None)
+    # 4 cores, all busy: still a small host
+    assert stack_sampler.choose_rate(4, 0.1, 50, 50)[0] == stack_sampler.SATURATED_RATE_HZ
+
+
+def test_rate_kept_with_a_spare_core_or_many_cores():
+    assert stack_sampler.choose_rate(2, 1.0, 50, 50) == (50, None)  # a core to spare: py-spy runs there
+    assert stack_sampler.choose_rate(8, 0.0, 100, 100) == (100, None)  # big host: one core of many
+    assert stack_sampler.choose_rate(2, 0.0, 5, 5) == (5, None)  # the base is already lower
+
+
+def test_rate_goes_back_up_only_with_clearly_free_cores():
+    low = stack_sampler.SATURATED_RATE_HZ
+    assert stack_sampler.choose_rate(2, 0.5, 50, low) == (low, None)  # between the thresholds: hold
+    rate, why = stack_sampler.choose_rate(2, 0.9, 50, low)
+    assert rate == 50 and "back to 50 Hz" in why
+
+
+def test_idle_cpu_window_from_cumulative_counters():
+    load = stack_sampler.IdleCpu(window_s=3.0, cores=2)
+    load.add(0.0, idle_s=100.0, total_s=1000.0)
+    load.add(1.0, idle_s=100.1, total_s=1002.0)
+    assert load.spare_cores() is None  # window not full yet
+    load.add(3.0, idle_s=100.3, total_s=1006.0)
+    assert load.spare_cores() == pytest.approx(2 * 0.3 / 6.0)
+    load.add(4.0, idle_s=101.3, total_s=1008.0)  # last 3 s: 1.2 idle of 6 -> 0.4 core
+    assert load.spare_cores() == pytest.approx(2 * 1.2 / 6.0)
+
+
+def test_saturated_host_restarts_py_spy_lower_and_says_so(tmp_path):
+    exe, calls = _fake_py_spy(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        s = StackSampler(rate_hz=50, py_spy=exe, adaptive=True, load=FakeLoad([1.0, 0.02]))
+        s.start(str(tmp_path), child.pid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(s.status()["rates"]) < 2:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        s.stop()
+    finally:
+        child.kill()
+        child.wait()
+    st = s.status()
+    assert st["status"] == "ok" and st["adaptive"] is True and st["rate_hz"] == 50
+    assert [r["rate_hz"] for r in st["rates"]] == [50, stack_sampler.SATURATED_RATE_HZ]
+    assert st["rates"][1]["spare_cores"] == 0.02 and "idle" in st["rates"][1]["why"]
+    assert _rates_asked(calls) == [50, stack_sampler.SATURATED_RATE_HZ]  # py-spy restarted at the new rate
+    assert len(list((tmp_path / "raw").glob("pyspy.*.json"))) == 2  # short segment left as JSON, both read
+
+
+def test_a_rate_the_user_gave_is_kept(tmp_path):
+    exe, calls = _fake_py_spy(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        s = StackSampler(rate_hz=50, py_spy=exe, adaptive=False, load=FakeLoad([0.0]))
+        s.start(str(tmp_path), child.pid)
+        time.sleep(1.5)
+        s.stop()
+    finally:
+        child.kill()
+        child.wait()
+    assert "rates" not in s.status() and _rates_asked(calls) == [50]
+
+
+def test_run_json_records_the_rates(tmp_path, monkeypatch):
+    from diag.collect import profile
+
+    exe, _ = _fake_py_spy(tmp_path)
+    monkeypatch.setattr(stack_sampler, "find_py_spy", lambda: exe)
+    monkeypatch.setattr(stack_sampler, "IdleCpu", lambda: FakeLoad([0.0], cores=2))
+    monkeypatch.setattr(profile, "default_stack_rate", lambda: 50)
+    opts = profile.ProfileOptions(out=str(tmp_path / "run"), gpu=False, hooks=False)
+    rec = profile.record([sys.executable, "-c", "import time; time.sleep(2.5)"], opts)
+    with open(os.path.join(rec.run_dir, "run.json")) as f:
+        stacks = json.load(f)["collectors"]["stacks"]
+    assert stacks["adaptive"] is True
+    assert [r["rate_hz"] for r in stacks["rates"]] == [50, stack_sampler.SATURATED_RATE_HZ]
+    assert stacks["rates"][0]["why"].startswith("start: 2 cores")

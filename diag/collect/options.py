@@ -49,7 +49,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("grace_s", 5.0, "seconds between SIGINT, SIGTERM, SIGKILL", flag="--grace", type=float, metavar="S"),
     Option("host_interval_s", 0.1, "psutil sampling interval", flag="--host-interval", type=float, metavar="S"),
     Option("gpu_interval_s", 0.1, "NVML sampling interval", flag="--gpu-interval", type=float, metavar="S"),
-    Option("stack_rate_hz", None, "py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores)",
+    Option("stack_rate_hz", None, "py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores, "
+           "10 while a host of at most 4 cores has no idle core; a rate given here is kept)",
            flag="--stack-rate", type=int, metavar="HZ"),
     Option("stacks", True, "do not sample Python stacks (py-spy)", flag="--no-stacks", off="--no-stacks"),
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),

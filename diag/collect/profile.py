@@ -111,7 +111,7 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     else:
         off["gpu"] = {"status": "off", "reason": off_reason("gpu")}
     if opts.stacks:
-        samplers.append(StackSampler(opts.stack_rate_hz or default_stack_rate()))
+        samplers.append(StackSampler(opts.stack_rate_hz or default_stack_rate(), adaptive=opts.stack_rate_hz is None))
     else:
         off["stacks"] = {"status": "off", "reason": off_reason("stacks")}
     return samplers, off

@@ -11,6 +11,16 @@ running py-spy is stopped (it writes its segment) and a new one attached; a
 niced subprocess compacts the finished segment into a Parquet file of stack
 intervals (`python -m diag.store.pyspy compact`) and deletes the JSON.
 
+Adaptive rate: py-spy's CPU comes out of the target when the target fills
+every core of a small host (~6% of a 2-core box at 50 Hz). Unless the user
+set `--stack-rate`, the watcher reads the machine's idle CPU (/proc/stat
+through psutil, once a second) and, on a host of at most SMALL_HOST_CORES
+cores with no core to spare, restarts py-spy at SATURATED_RATE_HZ (py-spy's
+rate is fixed per process); it goes back up once a core is free again. Each
+change is a segment boundary, bounded in number, and recorded in run.json
+(`collectors.stacks.rates`). The analysis reads stack time shares (interval
+durations), not sample counts, so a lower rate keeps its measures.
+
 py-spy gives up after about a second when it finds no Python process. A
 target started through a shell script may run Python only later, so while the
 root process lives, attaching is retried with a growing delay.
@@ -25,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import psutil
@@ -37,6 +48,57 @@ LOG_FILE = "pyspy.log"
 # py-spy's messages when the target (still) runs no Python
 _NO_PYTHON = ("No python processes found", "Failed to find python version")
 _RETRY_MAX_S = 10.0
+
+SMALL_HOST_CORES = 4  # above this, py-spy's share of one core is not taken from the target
+SATURATED_RATE_HZ = 10  # py-spy's rate while a small host has no core to spare
+SATURATED_SPARE_CORES = 0.3  # idle cores below this: saturated
+FREE_SPARE_CORES = 0.75  # idle cores at or above this: back to the base rate (hysteresis)
+LOAD_WINDOW_S = 3.0  # idle CPU is judged over this long
+RAISE_AFTER_S = 20.0  # no raise sooner than this after a change (each restart costs an attach)
+MAX_RATE_CHANGES = 4  # restarts for the rate, at most, per run
+
+
+def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int) -> tuple[int, str | None]:
+    """The py-spy rate for a host of `cores` with `spare_cores` idle (over LOAD_WINDOW_S).
+
+    Returns (rate, why); why is None when the rate stays as it is.
+    """
+    if cores > SMALL_HOST_CORES or base_hz <= SATURATED_RATE_HZ:
+        return current_hz, None
+    if spare_cores < SATURATED_SPARE_CORES and current_hz != SATURATED_RATE_HZ:
+        return SATURATED_RATE_HZ, (f"{spare_cores:.2f} of {cores} cores idle: py-spy's CPU would come out of "
+                                   f"the target, so {SATURATED_RATE_HZ} Hz")
+    if spare_cores >= FREE_SPARE_CORES and current_hz != base_hz:
+        return base_hz, f"{spare_cores:.2f} of {cores} cores idle again: back to {base_hz} Hz"
+    return current_hz, None
+
+
+class IdleCpu:
+    """The machine's idle cores over a sliding window, from /proc/stat deltas (psutil.cpu_times)."""
+
+    def __init__(self, window_s: float = LOAD_WINDOW_S, cores: int | None = None) -> None:
+        self.window_s = window_s
+        self.cores = cores or psutil.cpu_count() or 1
+        self._marks: deque[tuple[float, float, float]] = deque()  # (time, idle s, total s), all cores
+
+    def add(self, now: float, idle_s: float, total_s: float) -> None:
+        """A reading of the cumulative idle and total CPU seconds at `now`."""
+        self._marks.append((now, idle_s, total_s))
+        while len(self._marks) > 2 and now - self._marks[1][0] >= self.window_s:
+            self._marks.popleft()
+
+    def read(self, now: float) -> None:
+        t = psutil.cpu_times()
+        self.add(now, t.idle + getattr(t, "iowait", 0.0), sum(t))
+
+    def spare_cores(self) -> float | None:
+        """Idle cores over the window, None until the window is full."""
+        if len(self._marks) < 2:
+            return None
+        (t0, i0, s0), (t1, i1, s1) = self._marks[0], self._marks[-1]
+        if t1 - t0 < self.window_s or s1 <= s0:
+            return None
+        return self.cores * (i1 - i0) / (s1 - s0)
 
 
 def find_py_spy() -> str | None:
@@ -90,9 +152,16 @@ class StackSampler(SamplerBase):
     name = "stacks"
 
     def __init__(self, rate_hz: int = 100, py_spy: str | None = None, stop_timeout_s: float = 20.0,
-                 rotate_s: float = 300.0) -> None:
+                 rotate_s: float = 300.0, adaptive: bool = False, load: IdleCpu | None = None) -> None:
         super().__init__()
-        self.rate_hz = rate_hz
+        self.rate_hz = rate_hz  # the base rate; `_rate_now` is what py-spy runs at
+        self._rate_now = rate_hz
+        self.adaptive = adaptive
+        self._load = load or (IdleCpu() if adaptive else None)
+        self._rates: list[dict[str, Any]] = []  # rate changes, for run.json
+        self._t0 = time.monotonic()
+        self._changed_at = 0.0
+        self._next_load_read = 0.0
         self.rotate_s = rotate_s
         self._segment_t0 = 0.0
         self._segments = 0
@@ -119,6 +188,11 @@ class StackSampler(SamplerBase):
         os.makedirs(raw, exist_ok=True)
         self._raw = raw
         self._log = os.path.join(raw, LOG_FILE)
+        self._t0 = time.monotonic()
+        if self.adaptive:
+            self._rates.append({"at_s": 0.0, "rate_hz": self.rate_hz,
+                                "why": f"start: {self._load.cores if self._load else '?'} cores; "
+                                       "lowered while a small host has no core to spare"})
         self._spawn()
         self._watcher = threading.Thread(target=self._watch, name="diag-stacks", daemon=True)
         self._watcher.start()
@@ -140,6 +214,9 @@ class StackSampler(SamplerBase):
 
     def extra_status(self) -> dict[str, Any]:
         st: dict[str, Any] = {"rate_hz": self.rate_hz}
+        if self.adaptive:
+            st["adaptive"] = True
+            st["rates"] = list(self._rates)
         if self._start_ns is not None:
             st["start_ns"] = self._start_ns
         if self._attempts > 1:
@@ -157,7 +234,7 @@ class StackSampler(SamplerBase):
         start_ns = time.time_ns()  # py-spy's trace timestamps count from about here
         self._out = os.path.join(self._raw, f"pyspy.{start_ns}.json")
         cmd = [self._exe, "record", "--pid", str(self._pid), "--subprocesses", "--nonblocking", "--idle",
-               "-r", str(self.rate_hz), "-f", "chrometrace", "-o", self._out]
+               "-r", str(self._rate_now), "-f", "chrometrace", "-o", self._out]
         with open(self._log, "ab") as log:
             self._log_pos = log.tell()  # this attempt's messages start here
             # Own session: a Ctrl-C at the terminal must not stop it before the target.
@@ -171,14 +248,18 @@ class StackSampler(SamplerBase):
             self._attempts += 1
             self._status = {"status": OK}
 
-    def _rotate(self, proc: subprocess.Popen[bytes]) -> None:
-        """Stop the running py-spy (it writes its segment), compact that, attach a new one."""
+    def _rotate(self, proc: subprocess.Popen[bytes], compact: bool = True) -> None:
+        """Stop the running py-spy (it writes its segment), compact that, attach a new one.
+
+        compact=False leaves a short segment as JSON (the reader takes both): on a
+        saturated host a niced compactor could still be running when the run ends.
+        """
         done = self._out
         self._interrupt(proc)
         self._measure(proc)
         self._retire()
         self._segments += 1
-        if os.path.exists(done):
+        if compact and os.path.exists(done):
             with open(self._log, "ab") as log:
                 subprocess.Popen([sys.executable, "-m", "diag.store.pyspy", "compact", done],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
@@ -209,6 +290,8 @@ class StackSampler(SamplerBase):
                 continue
             if proc.poll() is None:
                 self._measure(proc)
+                if self.adaptive and self._adapt(proc):
+                    continue
                 if self.rotate_s and time.monotonic() - self._segment_t0 >= self.rotate_s:
                     self._rotate(proc)
                 continue
@@ -226,6 +309,28 @@ class StackSampler(SamplerBase):
                 return
             delay = min(delay * 2, _RETRY_MAX_S)
             self._spawn()
+
+    def _adapt(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Read the idle CPU (once a second); restart py-spy at another rate if it should change."""
+        now = time.monotonic()
+        if self._load is None or now < self._next_load_read or len(self._rates) > MAX_RATE_CHANGES:
+            return False
+        self._next_load_read = now + 1.0
+        try:
+            self._load.read(now)
+        except (psutil.Error, OSError):
+            return False
+        spare = self._load.spare_cores()
+        if spare is None:
+            return False
+        rate, why = choose_rate(self._load.cores, spare, self.rate_hz, self._rate_now)
+        if why is None or (rate > self._rate_now and now - self._changed_at < RAISE_AFTER_S):
+            return False
+        self._rate_now, self._changed_at = rate, now
+        self._rates.append({"at_s": round(now - self._t0, 1), "rate_hz": rate, "spare_cores": round(spare, 2),
+                            "why": why})
+        self._rotate(proc, compact=False)
+        return True
 
     def _settle(self) -> None:
         """Final status once py-spy has exited."""
