@@ -36,6 +36,10 @@ class FakeRecorder:
     def table(self, name: str) -> list[dict[str, Any]]:
         return [r for t, r in self.rows if t == name]
 
+    def window_events(self) -> list[dict[str, Any]]:
+        """events rows but the backend/teardown choice (tests/test_kernel_backends.py checks those)."""
+        return [e for e in self.table("events") if not (e["kind"] == "window" and e["name"] == "backend")]
+
 
 class FakeProfiler:
     log: list[str] = []
@@ -103,7 +107,8 @@ def make(tmp_path, fail_on: str | None = None, cuda: bool = True, busy: bool = F
     s = WindowScheduler(installed_at=0.0, **{"windows": 2, "steps": 2, "after_steps": 3, "after_s": 0.0,
                                               "spacing_steps": 3, "spacing_s": 0.0, **sched})
     w = KernelWindows(rec, s, make_profiler=lambda: FakeProfiler(fail_on), cuda_ready=lambda: cuda,
-                      profiler_busy=lambda: busy, clock=lambda: next(clock))
+                      profiler_busy=lambda: busy, clock=lambda: next(clock), capturing=lambda: False,
+                      env=kw.TeardownEnv({}))
     rec.on_step_end.append(w.on_step_end)
     return rec, w
 
@@ -122,7 +127,7 @@ def test_windows_written(tmp_path) -> None:
     flags = run_steps(rec, 20)
     assert flags[4:6] == [True, True] and flags[9:11] == [True, True] and sum(flags) == 4
     assert w.on_step_end not in rec.on_step_end  # done: steps no longer call it
-    events = rec.table("events")
+    events = rec.window_events()
     assert [e["name"] for e in events] == ["profiler_init", "start", "stop", "start", "stop"]
     assert all(e["kind"] == "window" and e["dur_ns"] >= 0 for e in events)
     windows = rec.table("windows")
@@ -136,7 +141,7 @@ def test_windows_written(tmp_path) -> None:
 def test_profiler_failure_stops_windows_and_notes(tmp_path) -> None:
     rec, w = make(tmp_path, fail_on="start")
     run_steps(rec, 20)  # must not raise
-    notes = [e for e in rec.table("events") if e["kind"] == "note"]
+    notes = [e for e in rec.window_events() if e["kind"] == "note"]
     assert len(notes) == 1 and "CUPTI_ERROR_NOT_INITIALIZED" in json.loads(notes[0]["detail"])["reason"]
     assert rec.table("windows") == [] and not rec.in_window and w.scheduler.finished
 
@@ -144,7 +149,7 @@ def test_profiler_failure_stops_windows_and_notes(tmp_path) -> None:
 def test_cpu_program_gets_no_window(tmp_path) -> None:
     rec, w = make(tmp_path, cuda=False)
     run_steps(rec, 20)
-    events = rec.table("events")
+    events = rec.window_events()
     assert [e["kind"] for e in events] == ["note"]
     assert "CUDA not initialised" in json.loads(events[0]["detail"])["reason"]
     assert w.scheduler.finished
@@ -155,7 +160,7 @@ def test_program_with_its_own_profiler_is_left_alone(tmp_path) -> None:
     FakeProfiler.log.clear()
     run_steps(rec, 20)
     assert FakeProfiler.log == [] and w.scheduler.finished
-    (note,) = rec.table("events")
+    (note,) = rec.window_events()
     assert "its own profiler" in json.loads(note["detail"])["reason"]
 
 
@@ -176,7 +181,7 @@ def test_install_on_cpu_torch_notes_why(tmp_path) -> None:
     rec = FakeRecorder(str(tmp_path))
     assert kw.install(rec) is None
     assert rec.on_step_end == []
-    (note,) = rec.table("events")
+    (note,) = rec.window_events()
     assert json.loads(note["detail"])["reason"] == "torch built without CUDA"
 
 
@@ -190,7 +195,7 @@ def test_real_cpu_profiler_window(tmp_path) -> None:
     rec = FakeRecorder(str(tmp_path))
     s = WindowScheduler(installed_at=0.0, windows=1, steps=2, after_steps=1, after_s=0.0)
     w = KernelWindows(rec, s, make_profiler=lambda: tp.profile(activities=[tp.ProfilerActivity.CPU]),
-                      cuda_ready=lambda: True)  # the real profiler_busy check runs here
+                      cuda_ready=lambda: True, capturing=lambda: False, env=kw.TeardownEnv({}))  # the real profiler_busy check runs here
     rec.on_step_end.append(w.on_step_end)
     x = torch.randn(4, 8)
     for seq in range(5):
@@ -213,7 +218,8 @@ def test_with_the_real_recorder(tmp_path) -> None:
 
     rec = Recorder(str(tmp_path), {"kernel_window_after_steps": 2, "kernel_window_after_s": 0})
     s = WindowScheduler.from_options(rec.options, installed_at=0.0)
-    w = KernelWindows(rec, s, make_profiler=FakeProfiler, cuda_ready=lambda: True, profiler_busy=lambda: False)
+    w = KernelWindows(rec, s, make_profiler=FakeProfiler, cuda_ready=lambda: True, profiler_busy=lambda: False,
+                      capturing=lambda: False, env=kw.TeardownEnv({}))
     rec.on_step_end.append(w.on_step_end)
     flags = []
     for seq in range(12):
@@ -225,8 +231,8 @@ def test_with_the_real_recorder(tmp_path) -> None:
     (row,) = read_jsonl(str(tmp_path / "raw" / f"windows.{pid}.jsonl"))
     assert row["pid"] == pid and row["steps"] == 5 and row["trace"] == f"window0.{pid}.json"
     events = read_jsonl(str(tmp_path / "raw" / f"events.{pid}.jsonl"))
-    assert [(e["kind"], e["name"]) for e in events] == [("window", "profiler_init"), ("window", "start"),
-                                                         ("window", "stop")]
+    assert [(e["kind"], e["name"]) for e in events] == [("window", "backend"), ("window", "profiler_init"),
+                                                         ("window", "start"), ("window", "stop")]
 
 
 def test_init_is_paid_when_the_model_moves_to_the_gpu(tmp_path) -> None:
@@ -240,9 +246,9 @@ def test_init_is_paid_when_the_model_moves_to_the_gpu(tmp_path) -> None:
         assert torch.nn.Module.to is not original_to
         torch.nn.Linear(2, 2).to("cpu")  # the fake says CUDA is now initialised
         assert torch.nn.Module.to is original_to  # the wrappers removed themselves
-        assert [e["name"] for e in rec.table("events")] == ["profiler_init"]
+        assert [e["name"] for e in rec.window_events()] == ["profiler_init"]
         assert w.scheduler.initialised
         run_steps(rec, 20)  # no second init at the first step
-        assert [e["name"] for e in rec.table("events")].count("profiler_init") == 1
+        assert [e["name"] for e in rec.window_events()].count("profiler_init") == 1
     finally:
         torch.nn.Module.to = original_to

@@ -1,47 +1,73 @@
-"""Kernel windows: a few short torch.profiler (CUPTI) captures of a few steps each.
+"""Kernel windows: a few short CUPTI captures of a few steps each.
 
-Recording side: standard library and torch only (never pandas or pyarrow).
+Recording side: standard library and torch only (never pandas or pyarrow);
+cupti-python is imported at the first window's start, never before.
 
-What it does, per process, driven by the recorder's `on_step_end(seq)` calls:
+Two backends record a window (`kernel_backend` option, `--kernel-backend`):
 
-1. **Profiler init, once, early.** The first torch.profiler start with CUDA
-   activities costs seconds (CUPTI init: 4-7 s measured on an H200). Paying it
-   at the first window would stall the steady state unannounced, and paying
-   it in another thread is worse (it ran 7 s there and slowed the stepping
-   thread 18x: benchmarks/profiler_init_probe.py). So a throwaway profiler is
-   started and stopped once, on the program's own thread, as soon as the
-   program has set itself up on the GPU: right after its first
-   `Module.to(cuda)` / `Module.cuda()` (model set-up, before any request), or
-   else at the end of its first step. That time is written as an `events` row
-   (kind `window`, name `profiler_init`, `dur_ns` = its cost). Nothing runs
-   before the program has initialised CUDA itself
-   (`torch.cuda.is_initialized()`), so diag never creates a CUDA context for a
-   program that does not use one.
-2. **Windows.** After warm-up (step >= `kernel_window_after_steps` and
-   >= `kernel_window_after_s` seconds since this module was installed),
-   `kernel_windows` windows of `kernel_window_steps` steps each, at least
-   `kernel_window_spacing_s` seconds and `kernel_window_spacing_steps` steps
-   apart. A window opens at the end of one step and closes at the end of the
-   N-th step after it, so the steps inside are whole; `recorder.in_window` is
-   True meanwhile, so those steps are flagged. A window also closes after
-   `kernel_window_max_s` seconds, and at process exit.
-3. **Accounting.** Every interval diag spends in the profiler is written as an
-   `events` row of kind `window` (`profiler_init`, `start`, `stop`: stop
-   includes exporting the trace), so analysis subtracts all `window` events'
-   `dur_ns` from the program's time. The `windows` row carries
-   `profiler_start_ns` (start cost) and `profiler_stop_ns` (stop + export).
-   Each trace goes to `RUN/raw/kineto/window<N>.<pid>.json`.
+- **cupti** (chosen by `auto` when cupti-python is installed,
+  diag/collect/cupti_backend.py): the CUPTI Activity API driven directly,
+  kernels, memcpy and memset only. No early init at all: the first window
+  starts lazily in ~15 ms, so the program's time to first step is untouched.
+  `cupti.finalize()` after each window (teardown) leaves nothing subscribed.
+- **torch** (the fallback): torch.profiler (Kineto). Its first start costs
+  seconds (CUPTI init: 3.4-4.3 s measured on an H200). Paying it at the first
+  window would stall the steady state unannounced, and paying it in another
+  thread is worse (it slowed the stepping thread 18x:
+  benchmarks/profiler_init_probe.py). So a throwaway profiler is started and
+  stopped once, on the program's own thread, as soon as the program has set
+  itself up on the GPU: right after its first `Module.to(cuda)` /
+  `Module.cuda()`, or else at the end of its first step (`events` row kind
+  `window`, name `profiler_init`). Nothing runs before the program has
+  initialised CUDA itself (`torch.cuda.is_initialized()`). `TEARDOWN_CUPTI=1`
+  is put in `os.environ` before every profiler stop (and left there: Kineto
+  reads it again when it finalizes CUPTI and at the next start's lazy
+  re-init), so Kineto tears CUPTI down after each window; a later window's
+  start then costs ~10 ms.
+
+**Teardown** (`teardown_choice`): a `TEARDOWN_CUPTI` that diag did not write
+(the user's, or the program's: torch sets `0` with inductor CUDA graphs) is
+respected by both backends (`1`: teardown, else none). Otherwise, with CUDA
+graphs in use (`recorder.cuda_graphs` set by the graph hooks, inductor's
+cudagraph trees imported, or a capture seen at a step end) and a CUDA runtime
+older than 12.6, no teardown (pytorch#144455: teardown then re-init crashed
+graph programs), and no further window once a teardown has happened. Else
+teardown. The choice is an `events` row (kind `window`, name `backend`,
+`dur_ns` 0, detail `backend`, `teardown`, `why`), written at install and
+whenever it changes; `recorded_choice` turns the last one into run.json's
+`collectors.kernels`.
+
+Windows: after warm-up (step >= `kernel_window_after_steps` and >=
+`kernel_window_after_s` seconds since this module was installed),
+`kernel_windows` windows of `kernel_window_steps` steps each, at least
+`kernel_window_spacing_s` seconds and `kernel_window_spacing_steps` steps
+apart. A window opens at the end of one step and closes at the end of the
+N-th step after it, so the steps inside are whole; `recorder.in_window` is
+True meanwhile, so those steps are flagged. A window also closes after
+`kernel_window_max_s` seconds, and at process exit. Nothing starts or stops
+while the current stream is capturing a CUDA graph: that step end is skipped
+and the next one tries again.
+
+Accounting: every interval diag spends in the profiler is an `events` row of
+kind `window` (`profiler_init`, `start`, `stop`: stop includes writing the
+trace), so analysis subtracts all `window` events' `dur_ns` from the
+program's time. The `windows` row carries `profiler_start_ns` (start cost),
+`profiler_stop_ns` (stop + export) and `backend`. Each trace goes to
+`RUN/raw/kineto/window<N>.<pid>.json` (Kineto's chrome-trace shape for both
+backends: diag/store/kineto.py reads them).
 
 Never hurt the target: any profiler error writes a `note` event (name
-`kernel_windows`, `detail.reason`) and stops all further windows.
+`kernel_windows`, `detail.reason`) and stops all further windows (in `auto`,
+a cupti-python that fails to load falls back to torch.profiler instead).
 `WindowScheduler` is the pure decision logic (fake clock in tests);
-`KernelWindows` does the torch side.
+`KernelWindows` does the torch/CUPTI side.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -133,6 +159,8 @@ class WindowScheduler:
         self.stopped, self.open = True, False
 
 
+# -- environment probes (torch imported lazily: this module loads at torch's import) ----------
+
 def _cuda_profiler() -> Any:
     """A torch.profiler.profile recording CPU and CUDA activity (no shapes, no stacks: keep it light)."""
     import torch.profiler as tp
@@ -155,6 +183,13 @@ def profiler_in_use() -> bool:
     return bool(torch.autograd._profiler_enabled())
 
 
+def stream_capturing() -> bool:
+    """True while the current stream captures a CUDA graph (call only once CUDA is initialised)."""
+    import torch
+
+    return bool(torch.cuda.is_current_stream_capturing())
+
+
 def cuda_built() -> str | None:
     """None when this torch can drive CUDA, else why not."""
     try:
@@ -166,6 +201,163 @@ def cuda_built() -> str | None:
     return None
 
 
+def cuda_runtime() -> str | None:
+    """The CUDA runtime torch was built with (`torch.version.cuda`), e.g. "12.4"."""
+    try:
+        import torch
+
+        return getattr(torch.version, "cuda", None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def graphs_in_use(recorder: Any) -> bool:
+    """CUDA graphs seen: set by the graph hooks (`recorder.cuda_graphs`), or inductor's cudagraph trees loaded."""
+    return bool(getattr(recorder, "cuda_graphs", False)) or "torch._inductor.cudagraph_trees" in sys.modules
+
+
+# -- which backend, and whether CUPTI is torn down after each window -----------------------------
+
+BACKENDS = ("auto", "cupti", "torch")
+TEARDOWN_ENV = "TEARDOWN_CUPTI"
+GRAPH_SAFE_CUDA = (12, 6)  # pytorch#144455: below this, teardown + re-init crashed CUDA-graph programs
+NO_TEARDOWN_COST = ("CUPTI stays subscribed after the first window: a launch-bound loop kept "
+                    "0.74-0.76 of its rate after windows on an H200")
+
+
+def choose_backend(requested: str, cupti_installed: bool) -> tuple[str, str]:
+    """(backend, why) for the `kernel_backend` option: `auto`, `cupti` or `torch`."""
+    if requested == "torch":
+        return "torch", "--kernel-backend torch"
+    if requested == "cupti":
+        if cupti_installed:
+            return "cupti", "--kernel-backend cupti"
+        return "torch", "--kernel-backend cupti, but cupti-python is not installed: torch.profiler instead"
+    if cupti_installed:
+        return "cupti", "cupti-python installed: CUPTI Activity API, no early init"
+    return "torch", "cupti-python not installed (pip install 'diag[cupti]'): torch.profiler, one-time init at set-up"
+
+
+def version_tuple(text: str | None) -> tuple[int, int] | None:
+    """(12, 4) from "12.4"; None when unknown."""
+    try:
+        major, minor = str(text).split(".")[:2]
+        return int(major), int(minor)
+    except (ValueError, TypeError):
+        return None
+
+
+def teardown_choice(foreign: tuple[str, str] | None, graphs: bool, cuda: str | None) -> tuple[bool, str]:
+    """(teardown, why). `foreign`: (value, who) of a TEARDOWN_CUPTI that diag did not write."""
+    if foreign is not None:
+        value, who = foreign
+        on = value == "1"
+        why = f"{TEARDOWN_ENV}={value} set by {who}: respected"
+        return on, why if on else f"{why}; {NO_TEARDOWN_COST}"
+    v = version_tuple(cuda)
+    if graphs and (v is None or v < GRAPH_SAFE_CUDA):
+        return False, (f"CUDA graphs in use with CUDA runtime {cuda} < 12.6 (pytorch#144455: teardown then "
+                       f"re-init crashed graph programs): no teardown; {NO_TEARDOWN_COST}")
+    return True, "CUPTI torn down after each window" + (" (CUDA graphs in use, CUDA >= 12.6)" if graphs else "")
+
+
+class TeardownEnv:
+    """TEARDOWN_CUPTI in the environment: whose value it is, and diag's own writes."""
+
+    def __init__(self, environ: Any = None) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.at_install = self.environ.get(TEARDOWN_ENV)
+        self.written: str | None = None
+
+    def foreign(self) -> tuple[str, str] | None:
+        """(value, who) when a value diag did not write is set, else None."""
+        value = self.environ.get(TEARDOWN_ENV)
+        if value is None or (self.written is not None and value == self.written):
+            return None
+        who = "the user" if self.written is None and value == self.at_install else "the program"
+        return value, who
+
+    def apply(self, teardown: bool) -> None:
+        """Before a Kineto stop: `1` for teardown; `0` only to undo diag's own earlier `1`."""
+        if self.foreign() is not None:
+            return
+        value = "1" if teardown else ("0" if self.written is not None else None)
+        if value is not None:
+            self.environ[TEARDOWN_ENV] = value
+            self.written = value
+
+
+# -- the two backends --------------------------------------------------------------------------
+
+class TorchBackend:
+    """torch.profiler windows: an early throwaway init, then start/stop/export per window."""
+
+    name = "torch"
+    early_init = True
+
+    def __init__(self, make_profiler: Callable[[], Any], env: TeardownEnv) -> None:
+        self.make_profiler = make_profiler
+        self.env = env
+        self._prof: Any = None
+
+    def init(self, teardown: bool) -> None:
+        prof = self.make_profiler()
+        prof.start()
+        self.env.apply(teardown)
+        prof.stop()
+
+    def start(self) -> None:
+        self._prof = self.make_profiler()
+        self._prof.start()
+
+    def stop(self, path: str, teardown: bool) -> dict[str, Any]:
+        prof, self._prof = self._prof, None
+        self.env.apply(teardown)  # Kineto reads it as it stops
+        prof.stop()
+        prof.export_chrome_trace(path)
+        return {}
+
+    @property
+    def on(self) -> bool:
+        return self._prof is not None
+
+    def abort(self) -> None:
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            try:
+                prof.stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class CuptiBackend:
+    """cupti-python windows (diag/collect/cupti_backend.py): no init, finalize as teardown."""
+
+    name = "cupti"
+    early_init = False
+
+    def __init__(self, window: Any = None) -> None:
+        from diag.collect.cupti_backend import CuptiWindow
+
+        self.window = window if window is not None else CuptiWindow()
+
+    def init(self, teardown: bool) -> None:  # nothing to pay up front
+        pass
+
+    def start(self) -> None:
+        self.window.start()
+
+    def stop(self, path: str, teardown: bool) -> dict[str, Any]:
+        return self.window.stop(path, finalize=teardown)
+
+    @property
+    def on(self) -> bool:
+        return bool(self.window.on)
+
+    def abort(self) -> None:
+        self.window.abort()
+
+
 class KernelWindows:
     """Runs the windows for one process; attach with `install(recorder)`."""
 
@@ -174,7 +366,12 @@ class KernelWindows:
                  cuda_ready: Callable[[], bool] = cuda_in_use,
                  profiler_busy: Callable[[], bool] = profiler_in_use,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_ns: Callable[[], int] = time.time_ns) -> None:
+                 wall_ns: Callable[[], int] = time.time_ns,
+                 backend: Any = None, backend_why: str = "",
+                 capturing: Callable[[], bool] = stream_capturing,
+                 graphs: Callable[[], bool] | None = None,
+                 cuda_version: Callable[[], str | None] = cuda_runtime,
+                 env: TeardownEnv | None = None, requested: str = "auto") -> None:
         self.recorder = recorder
         self.scheduler = scheduler
         self.make_profiler = make_profiler
@@ -182,12 +379,25 @@ class KernelWindows:
         self.profiler_busy = profiler_busy
         self.clock = clock
         self.wall_ns = wall_ns
+        self.capturing = capturing
+        self.graphs = graphs if graphs is not None else (lambda: graphs_in_use(recorder))
+        self.cuda_version = cuda_version
+        self.env = env if env is not None else TeardownEnv()
+        self.requested = requested
+        self.backend = backend if backend is not None else TorchBackend(make_profiler, self.env)
+        self.backend_why = backend_why or "torch.profiler"
+        if not self.backend.early_init:
+            scheduler.initialised = True  # nothing to pay before the first window
         self.pid = os.getpid()
         self._lock = threading.Lock()
-        self._prof: Any = None
         self._window_ts_ns = 0
         self._start_cost_ns = 0
         self._first_seq = 0
+        self._capture_seen = False
+        self.torn_down = False       # a teardown has happened in this process
+        self.teardown: bool | None = None
+        self.teardown_why = ""
+        self._announced: tuple[Any, ...] | None = None
 
     # -- writing rows through the recorder (diag/collect/recorder.py) ----------------------
     def _write(self, table: str, row: dict[str, Any]) -> None:
@@ -215,11 +425,46 @@ class KernelWindows:
         except Exception:  # noqa: BLE001
             pass
 
+    # -- the backend and teardown choice --------------------------------------------------
+    def graphs_seen(self) -> bool:
+        """CUDA graphs in use by the program (never raises)."""
+        try:
+            return self._capture_seen or bool(self.graphs())
+        except Exception:  # noqa: BLE001
+            return self._capture_seen
+
+    def decide_teardown(self) -> bool:
+        """Choose teardown now (before every stop), and record the choice when it changed."""
+        teardown, why = teardown_choice(self.env.foreign(), self.graphs_seen(), self.cuda_version())
+        self.teardown, self.teardown_why = teardown, why
+        self.announce()
+        return teardown
+
+    def announce(self) -> None:
+        """The `window`/`backend` event: which backend, teardown or not, and why (once per change)."""
+        key = (self.backend.name, self.teardown, self.teardown_why, self.backend_why)
+        if key == self._announced:
+            return
+        self._announced = key
+        self._event("backend", self.wall_ns(), 0, backend=self.backend.name, requested=self.requested,
+                    teardown=self.teardown, why=self.backend_why, teardown_why=self.teardown_why)
+
+    def _capturing_now(self) -> bool:
+        """True while the current stream captures a CUDA graph: no profiler call now."""
+        try:
+            if self.capturing():
+                self._capture_seen = True
+                return True
+        except Exception:  # noqa: BLE001 - cannot tell: act as before
+            pass
+        return False
+
     # -- the step-end callback ----------------------------------------------------------
     def on_step_end(self, seq: int) -> None:
         """Called by the recorder after each outermost step; never raises."""
         if self.scheduler.finished or not self._lock.acquire(blocking=False):
             return
+        action = None
         try:
             now = self.clock()
             action = self.scheduler.decide(seq, now)
@@ -234,14 +479,19 @@ class KernelWindows:
             if action in (INIT, START) and self.profiler_busy():
                 self._abandon("the program runs its own profiler: no kernel windows")
                 return
-            getattr(self, f"_{action}")(seq)
-            self.scheduler.done(action, seq, self.clock())
+            if self._capturing_now():
+                return  # a graph capture is in progress: try again at the next step end
+            if getattr(self, f"_{action}")(seq) is not False and not self.scheduler.finished:
+                self.scheduler.done(action, seq, self.clock())
         except Exception as exc:  # noqa: BLE001 - a profiler failure must never reach the target
-            self._abandon(f"torch.profiler {action} failed: {exc.__class__.__name__}: {exc}"[:300])
+            self._abandon(f"{self._what()} {action} failed: {exc.__class__.__name__}: {exc}"[:300])
         finally:
             if self.scheduler.finished:
                 self._detach()
             self._lock.release()
+
+    def _what(self) -> str:
+        return "torch.profiler" if self.backend.name == "torch" else "CUPTI (cupti-python)"
 
     def _detach(self) -> None:
         """All windows done (or abandoned): stop being called after every step."""
@@ -251,7 +501,7 @@ class KernelWindows:
             pass
 
     def init_early(self) -> None:
-        """Pay the profiler's one-time init now, during the program's set-up. Never raises."""
+        """Pay the torch profiler's one-time init now, during the program's set-up. Never raises."""
         if self.scheduler.initialised or self.scheduler.finished or not self._lock.acquire(blocking=False):
             return
         try:
@@ -260,57 +510,82 @@ class KernelWindows:
             if self.profiler_busy():
                 self._abandon("the program runs its own profiler: no kernel windows")
                 return
+            if self._capturing_now():
+                return  # the first step end does it instead
             self._init(-1)
             self.scheduler.done(INIT, -1, self.clock())
         except Exception as exc:  # noqa: BLE001 - a profiler failure must never reach the target
-            self._abandon(f"torch.profiler init failed: {exc.__class__.__name__}: {exc}"[:300])
+            self._abandon(f"{self._what()} init failed: {exc.__class__.__name__}: {exc}"[:300])
         finally:
             self._lock.release()
 
     def _init(self, seq: int) -> None:
+        teardown = self.decide_teardown()
         ts, t0 = self.wall_ns(), time.perf_counter_ns()
-        prof = self.make_profiler()
-        prof.start()
-        prof.stop()
+        self.backend.init(teardown)
+        self.torn_down = self.torn_down or teardown
         self._event("profiler_init", ts, time.perf_counter_ns() - t0, seq=seq)
 
-    def _start(self, seq: int) -> None:
+    def old_cuda(self) -> bool:
+        """The CUDA runtime is older than 12.6 (or unknown): teardown + re-init unsafe with graphs."""
+        v = version_tuple(self.cuda_version())
+        return v is None or v < GRAPH_SAFE_CUDA
+
+    def _start(self, seq: int) -> bool:
+        """Open a window; False when it did not open (the scheduler is told by the caller)."""
+        if self.torn_down and self.graphs_seen() and self.old_cuda():
+            # CUDA graphs appeared after a teardown on an old CUDA: the re-init is what crashed.
+            self.decide_teardown()
+            self.scheduler.failed()
+            self.note(f"no further kernel windows: CUDA graphs appeared after a CUPTI teardown ({self.teardown_why})")
+            return False
         ts, t0 = self.wall_ns(), time.perf_counter_ns()
-        self._prof = self.make_profiler()
-        self._prof.start()
+        try:
+            self.backend.start()
+        except (ImportError, OSError) as exc:
+            if self.backend.name != "cupti" or self.requested != "auto":
+                raise
+            self._fall_back(f"cupti-python failed to load ({exc.__class__.__name__}: {exc})"[:200])
+            return False
         self._start_cost_ns = time.perf_counter_ns() - t0
         self._event("start", ts, self._start_cost_ns, window=self.scheduler.opened, seq=seq)
         self._window_ts_ns = ts + self._start_cost_ns
         self._first_seq = seq + 1
         self._set_in_window(True)
+        return True
+
+    def _fall_back(self, why: str) -> None:
+        """auto: cupti-python cannot load, use torch.profiler (its init runs at the next step end)."""
+        self.backend = TorchBackend(self.make_profiler, self.env)
+        self.backend_why = f"{why}: torch.profiler instead, its one-time init paid in the steady state"
+        self.scheduler.initialised = False
+        self.announce()
 
     def _stop(self, seq: int) -> None:
         window = self.scheduler.opened - 1
+        teardown = self.decide_teardown()
         stop_ts, t0 = self.wall_ns(), time.perf_counter_ns()
         self._set_in_window(False)
-        prof, self._prof = self._prof, None
-        prof.stop()
         name = f"window{window}.{self.pid}.json"
         out_dir = os.path.join(str(self.recorder.run_dir), "raw", "kineto")
         os.makedirs(out_dir, exist_ok=True)
-        prof.export_chrome_trace(os.path.join(out_dir, name))
+        self.backend.stop(os.path.join(out_dir, name), teardown)
+        self.torn_down = self.torn_down or teardown
         stop_cost = time.perf_counter_ns() - t0
         self._event("stop", stop_ts, stop_cost, window=window, seq=seq)
         self._write("windows", {"window": window, "ts_ns": self._window_ts_ns,
                                 "dur_ns": max(0, stop_ts - self._window_ts_ns),
                                 "steps": seq - self._first_seq + 1, "first_seq": self._first_seq,
                                 "profiler_start_ns": self._start_cost_ns, "profiler_stop_ns": stop_cost,
-                                "trace": name})
+                                "trace": name, "backend": self.backend.name})
 
     def _abandon(self, reason: str) -> None:
         self.scheduler.failed()
         self._set_in_window(False)
-        prof, self._prof = self._prof, None
-        if prof is not None:
-            try:
-                prof.stop()
-            except Exception:  # noqa: BLE001
-                pass
+        try:
+            self.backend.abort()
+        except Exception:  # noqa: BLE001
+            pass
         self.note(reason)
 
     def close(self) -> None:
@@ -318,13 +593,13 @@ class KernelWindows:
         if not self._lock.acquire(timeout=1.0):
             return  # a step thread is inside the profiler: leave it
         try:
-            if self.scheduler.open and self._prof is not None:
+            if self.scheduler.open and self.backend.on and not self._capturing_now():
                 try:
                     seq = self._first_seq + self.scheduler.in_window - 1
                     self._stop(seq)
                     self.scheduler.done(STOP, seq, self.clock())
                 except Exception as exc:  # noqa: BLE001
-                    self._abandon(f"torch.profiler stop at exit failed: {exc.__class__.__name__}")
+                    self._abandon(f"{self._what()} stop at exit failed: {exc.__class__.__name__}")
         finally:
             self._lock.release()
 
@@ -362,21 +637,63 @@ def _init_after_model_moves_to_gpu(kw: KernelWindows) -> None:
         setattr(module, name, wrap(name))
 
 
+
+
+def make_backend(requested: str, env: TeardownEnv,
+                 cupti_installed: Callable[[], bool] | None = None) -> tuple[Any, str]:
+    """The backend object for the `kernel_backend` option, and why it was chosen."""
+    if cupti_installed is None:
+        from diag.collect.cupti_backend import available as cupti_installed
+    name, why = choose_backend(requested, cupti_installed())
+    if name == "cupti":
+        return CuptiBackend(), why
+    return TorchBackend(_cuda_profiler, env), why
+
+
+def recorded_choice(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """run.json's kernel-window choice from the `events` rows: backend, teardown, why (last one wins)."""
+    import json
+
+    def detail(e: dict[str, Any]) -> dict[str, Any]:
+        d = e.get("detail")
+        try:
+            d = json.loads(d) if isinstance(d, str) else d
+        except ValueError:
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    choices = [detail(e) for e in events if e.get("kind") == "window" and e.get("name") == "backend"]
+    if not choices:
+        return {}
+    d = choices[-1]
+    out = {"backend": d.get("backend"), "teardown": d.get("teardown"),
+           "why": "; ".join(str(w) for w in (d.get("why"), d.get("teardown_why")) if w)}
+    backends = sorted({str(c.get("backend")) for c in choices})
+    if len(backends) > 1:
+        out["backends"] = backends  # processes (or a fallback) used more than one
+    return out
+
+
 def install(recorder: Any) -> KernelWindows | None:
     """Attach kernel windows to the recorder, or note why not. Never raises."""
     try:
         options = dict(getattr(recorder, "options", None) or {})
         scheduler = WindowScheduler.from_options(options, installed_at=time.monotonic())
-        kw = KernelWindows(recorder, scheduler)
         if scheduler.windows <= 0:
-            kw.note("kernel windows turned off (kernel_windows=0)")
+            KernelWindows(recorder, scheduler).note("kernel windows turned off (kernel_windows=0)")
             return None
         why_not = cuda_built()
         if why_not:
-            kw.note(why_not)
+            KernelWindows(recorder, scheduler).note(why_not)
             return None
+        requested = str(options.get("kernel_backend") or "auto")
+        env = TeardownEnv()
+        backend, why = make_backend(requested if requested in BACKENDS else "auto", env)
+        kw = KernelWindows(recorder, scheduler, backend=backend, backend_why=why, env=env, requested=requested)
+        kw.announce()
         recorder.on_step_end.append(kw.on_step_end)
-        _init_after_model_moves_to_gpu(kw)
+        if backend.early_init:
+            _init_after_model_moves_to_gpu(kw)
         hooks = getattr(recorder, "flush_hooks", None)
         if isinstance(hooks, list):
             # Called with final=True by the recorder's exit path (atexit and SIGTERM).
