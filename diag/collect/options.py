@@ -44,6 +44,13 @@ class Option:
 
 _T = "target"
 
+
+def kernel_backend(value: str) -> str:
+    """`--kernel-backend` value check (argparse reports the ValueError as an invalid value)."""
+    if value not in ("auto", "cupti", "torch"):
+        raise ValueError(value)
+    return value
+
 OPTIONS: tuple[Option, ...] = (
     # -- diag's own samplers -------------------------------------------------------------------
     Option("grace_s", 5.0, "seconds between SIGINT, SIGTERM, SIGKILL", flag="--grace", type=float, metavar="S"),
@@ -56,8 +63,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
     # -- passed to the target ----------------------------------------------------------------------
     Option("hooks", True, "do not inject the in-process hooks", flag="--no-hooks", off="--no-hooks", side=_T),
+    Option("redact", True, "keep secrets in recorded command lines and environment (no redaction; "
+           "docs/security.md)", flag="--no-redact", side=_T),
     Option("kernel_windows", 2, "torch.profiler windows (0: none)", flag="--kernel-windows", type=int,
            metavar="N", off="--kernel-windows 0", side=_T),
+    Option("kernel_backend", "auto", "how kernel windows record: cupti (cupti-python, no start-up cost), torch "
+           "(torch.profiler), auto (cupti when installed)", flag="--kernel-backend", type=kernel_backend,
+           metavar="auto|cupti|torch", side=_T),
     Option("kernel_window_steps", 5, "steps per kernel window", flag="--kernel-window-steps", type=int,
            metavar="N", side=_T),
     Option("kernel_window_after_steps", 20, "no window before this many steps", side=_T),

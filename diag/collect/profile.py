@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.collect import launcher
+from diag.collect.kernel_windows import recorded_choice
 from diag.collect.manifest import allowed_env, host_info, versions
 from diag.collect.options import default, off_reason
 from diag.collect.sampler import Sampler
@@ -43,6 +44,7 @@ class ProfileOptions:
     gpu: bool = default("gpu")
     hooks: bool = default("hooks")
     kernel_windows: int = default("kernel_windows")
+    kernel_backend: str = default("kernel_backend")
     kernel_window_steps: int = default("kernel_window_steps")
     extra: dict[str, Any] = field(default_factory=dict)  # more target options (DIAG_OPTIONS)
 
@@ -91,7 +93,7 @@ def target_env(run_dir: str, opts: ProfileOptions) -> dict[str, str]:
     env["DIAG_PKG_PARENT"] = PKG_PARENT
     env["DIAG_OPTIONS"] = json.dumps({
         "hooks": opts.hooks, "kernel_windows": opts.kernel_windows if opts.gpu else 0,
-        "kernel_window_steps": opts.kernel_window_steps, **opts.extra,
+        "kernel_window_steps": opts.kernel_window_steps, "kernel_backend": opts.kernel_backend, **opts.extra,
     })
     if opts.hooks:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (BOOTSTRAP_DIR, env.get("PYTHONPATH", "")) if p)
@@ -213,16 +215,17 @@ def _kernel_status(run_dir: str, opts: ProfileOptions) -> dict[str, Any]:
         if not on:
             return {"status": "off", "reason": off_reason(name)}
     windows = read_raw(run_dir, "windows")
+    events = read_raw(run_dir, "events")
     if windows:
-        return {"status": "ok", "windows": len(windows)}
-    notes = [e for e in read_raw(run_dir, "events") if e.get("kind") == "note" and e.get("name") == "kernel_windows"]
+        return {"status": "ok", "windows": len(windows), **recorded_choice(events)}
+    notes = [e for e in events if e.get("kind") == "note" and e.get("name") == "kernel_windows"]
     if notes:
         try:
             reason = json.loads(notes[-1].get("detail") or "{}").get("reason") or "no window opened"
         except (ValueError, AttributeError):
             reason = "no window opened"
         failed = "fail" in str(reason).lower() or "error" in str(reason).lower()
-        return {"status": "failed" if failed else "off", "reason": str(reason)}
+        return {"status": "failed" if failed else "off", "reason": str(reason), **recorded_choice(events)}
     return {"status": "off", "reason": "no window opened (no CUDA steps, or the run ended before warm-up)"}
 
 
