@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from diag.collect.recorder import Recorder, _step_line
 from diag.store.run import open_run
-from diag.store.steps import STEP_COLUMNS, STEP_LAYOUT, TABLE_COLUMNS
+from diag.store.steps import DUR, STEP_COLUMNS, STEP_LAYOUT, TABLE_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -117,8 +118,11 @@ def test_deferred_rows_are_written_by_their_owner(tmp_path: Path) -> None:
     rec = Recorder(str(tmp_path), {"gc": False})
     held: list[Any] = []
     row = rec.begin_step("torch", lambda mod, args, kwargs: ("M", 1, [], "", "cuda:0"))
+    time.sleep(0.05)  # the hook's own set-up (recording a CUDA event): not the step's time
+    rec.restart_clock(row)
     rec.end_step(row, lambda r, extra: held.append((r, extra)), "events")
     assert len(held) == 1 and held[0][1] == "events" and not rec._pending["steps"]
+    assert 0 < held[0][0][DUR] < 40_000_000
     assert rec.end_step(None) is None  # a nested call's token: nothing to do
 
 

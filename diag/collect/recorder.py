@@ -59,6 +59,8 @@ Only the outermost call of a thread is a step. `begin_step` numbers it (`seq`,
 every step of the process, kept or not), decides its `weight`, calls
 `describe(subject, args, kwargs) -> (model, batch, shapes, dtype, device)` only for a kept
 step, resets the thread's sync count and takes the start time last.
+A hook whose own per-step set-up comes after `begin_step` (torch records a
+CUDA event) calls `restart_clock(row)` so that set-up is not in `dur_ns`.
 `end_step` takes the duration first, then fills `syncs` (counted by `sync()`),
 queues the row (or hands it to `defer(row, extra)`, which writes it later with
 `step()`: torch waits for CUDA events), writes the `first_step` event and runs
@@ -218,9 +220,17 @@ class Recorder:
         row = [0, 0, state.tid or self._new_tid(), source, *described, -1, 0, seq, self.in_window, weight]
         state.syncs = 0
         state.depth = 1
+        # The clock starts last (as restart_clock does); DUR holds the start on the
+        # perf counter until end_step turns it into the duration.
         row[TS] = _time_ns()
-        row[DUR] = _perf_ns()  # the start on the perf counter, until end_step makes it the duration
+        row[DUR] = _perf_ns()
         return row
+
+    @staticmethod
+    def restart_clock(row: list[Any]) -> None:
+        """Start a begun step's clock again: the hook's own set-up since begin_step is not the step's time."""
+        row[TS] = _time_ns()
+        row[DUR] = _perf_ns()
 
     def end_step(self, row: list[Any] | None, defer: Callable[[list[Any], Any], None] | None = None,
                  extra: Any = None) -> None:

@@ -207,6 +207,8 @@ class TorchHooks:
                 device = row[DEVICE]
                 if device[:4] == "cuda" or (device == "" and self._cuda_initialized()):
                     events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
+                    if events is not None:
+                        rec.restart_clock(row)  # recording the event is diag's time, not the step's
             except Exception:  # noqa: BLE001 - never hurt the target: the step is just not GPU-timed
                 events = None
         try:
