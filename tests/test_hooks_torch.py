@@ -325,6 +325,31 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
     assert _rows(rec2, "syncs") == []  # diag's own waits are not the program's syncs
 
 
+class GpuNet:
+    """A module on cuda:0 called without tensor inputs: the step's device comes from its parameters."""
+
+    def parameters(self):
+        yield FakeTensor(0)
+
+
+def test_cuda_steps_go_through_the_recorder_lifecycle(tmp_path) -> None:
+    rec, hooks = _fake_hooks(tmp_path)
+    net = GpuNet()
+
+    def forward():
+        hooks._step(lambda: None, net, (), {})  # a nested call: part of this step, not a step
+        return "out"
+
+    assert [hooks._step(forward, net, (), {}) for _ in range(3)] == ["out"] * 3
+    assert hooks.state.depth == 0
+    hooks.resolve(block=True)
+    rows = _rows(rec, "steps")
+    assert [r["seq"] for r in rows] == [0, 1, 2]
+    assert all(r["device"] == "cuda:0" and r["model"] == "GpuNet" and r["gpu_ns"] == 500_000 for r in rows)
+    first = [e for e in _rows(rec, "events") if e["kind"] == "first_step"]
+    assert len(first) == 1 and first[0]["name"] == "GpuNet"
+
+
 def test_copy_directions(tmp_path) -> None:
     rec, hooks = _fake_hooks(tmp_path)
     host, pinned, gpu0, gpu1 = FakeTensor(None), FakeTensor(None, pinned=True), FakeTensor(0), FakeTensor(1)
