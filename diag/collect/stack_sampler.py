@@ -41,6 +41,7 @@ from typing import Any
 import psutil
 
 from diag.collect.launcher import unblock_in_child
+from diag.collect.redact import redact_pyspy_file
 from diag.collect.sampler import FAILED, OK, UNAVAILABLE, SamplerBase, Unavailable
 from diag.store.jsonl import RAW_DIR
 
@@ -150,6 +151,7 @@ class StackSampler(SamplerBase):
     """Runs `py-spy record` against the target's process tree."""
 
     name = "stacks"
+    redact = True  # py-spy names processes by their command lines: hide secrets (profile.py: --no-redact)
 
     def __init__(self, rate_hz: int = 100, py_spy: str | None = None, stop_timeout_s: float = 20.0,
                  rotate_s: float = 300.0, adaptive: bool = False, load: IdleCpu | None = None) -> None:
@@ -189,10 +191,11 @@ class StackSampler(SamplerBase):
         self._raw = raw
         self._log = os.path.join(raw, LOG_FILE)
         self._t0 = time.monotonic()
-        if self.adaptive:
-            self._rates.append({"at_s": 0.0, "rate_hz": self.rate_hz,
-                                "why": f"start: {self._load.cores if self._load else '?'} cores; "
-                                       "lowered while a small host has no core to spare"})
+        if self.adaptive and self._load is not None:
+            cores = self._load.cores
+            plan = (f"{SATURATED_RATE_HZ} Hz while no core is idle" if cores <= SMALL_HOST_CORES
+                    else f"kept (more than {SMALL_HOST_CORES} cores)")
+            self._rates.append({"at_s": 0.0, "rate_hz": self.rate_hz, "why": f"start: {cores} cores; {plan}"})
         self._spawn()
         self._watcher = threading.Thread(target=self._watch, name="diag-stacks", daemon=True)
         self._watcher.start()
@@ -204,12 +207,15 @@ class StackSampler(SamplerBase):
         with self._lock:
             proc = self._proc
         if proc is None or proc.poll() is not None:
+            self._redact(getattr(self, "_out", None))
             self._settle()
             return
         self._measure(proc)
         if not self._interrupt(proc):
             self._status = {"status": FAILED, "reason": "py-spy did not finish writing its output in time"}
+            self._redact(self._out)
             return
+        self._redact(self._out)
         self._settle()
 
     def extra_status(self) -> dict[str, Any]:
@@ -259,6 +265,7 @@ class StackSampler(SamplerBase):
         self._measure(proc)
         self._retire()
         self._segments += 1
+        self._redact(done)  # before the compactor reads it
         if compact and os.path.exists(done):
             with open(self._log, "ab") as log:
                 subprocess.Popen([sys.executable, "-m", "diag.store.pyspy", "compact", done],
@@ -266,6 +273,18 @@ class StackSampler(SamplerBase):
                                  preexec_fn=_nice_child)
         if _alive(self._pid):
             self._spawn()
+
+    def _redact(self, path: str | None) -> None:
+        """Rewrite a finished py-spy file without secrets; if that fails, remove it (never keep one)."""
+        if not self.redact or not path or not os.path.exists(path):
+            return
+        try:
+            redact_pyspy_file(path)
+        except OSError:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def _interrupt(self, proc: subprocess.Popen[bytes]) -> bool:
         """Stop py-spy so that it writes its file; kill it if it takes too long (then False)."""
