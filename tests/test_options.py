@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from diag.cli import build_parser
+import pytest
+
+from diag.cli import build_parser, main
 from diag.collect import kernel_windows, options, recorder
 from diag.collect.profile import ProfileOptions, _kernel_status
+from diag.errors import DiagError
 
 
 def _profile_args(argv: list[str]):  # noqa: ANN202
@@ -21,8 +24,8 @@ def test_cli_defaults_equal_profile_defaults_equal_table() -> None:
     assert flagged
     for o in flagged:
         assert getattr(args, o.name) == o.default == fields[o.name], o.name
-    # every ProfileOptions field (but the run's own out/duration/extra) is an option with a flag
-    assert set(fields) - {"out", "duration_s", "extra"} == {o.name for o in flagged}
+    # every ProfileOptions field (but the run's own out/extra) is an option with a flag
+    assert set(fields) - {"out", "extra"} == {o.name for o in flagged}
 
 
 def test_target_defaults_come_from_the_table() -> None:
@@ -44,3 +47,39 @@ def test_off_reason_names_the_flag() -> None:
     assert _kernel_status("/nonexistent", ProfileOptions(kernel_windows=0)) == {
         "status": "off", "reason": "turned off by --kernel-windows 0"}
     assert _kernel_status("/nonexistent", ProfileOptions(hooks=False))["reason"] == "turned off by --no-hooks"
+
+
+NUMERIC = [o for o in options.OPTIONS if o.type in (int, float)]
+BAD = ["nan", "inf", "-inf", "-1", "1e12", "abc", ""]
+
+
+def test_every_numeric_option_has_a_range() -> None:
+    assert {"duration_s", "host_interval_s", "grace_s"} <= {o.name for o in NUMERIC}
+    for o in NUMERIC:
+        assert o.min is not None and o.max is not None and o.min <= o.max, o.name
+        assert o.default is None or o.min <= o.default <= o.max, o.name
+
+
+@pytest.mark.parametrize("opt", [o for o in NUMERIC if o.flag], ids=lambda o: o.flag)
+@pytest.mark.parametrize("bad", BAD)
+def test_bad_numbers_are_one_line_errors(opt, bad: str, tmp_path, capsys) -> None:  # noqa: ANN001
+    out = tmp_path / "run"
+    assert main(["profile", "--out", str(out), opt.flag, bad, "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("diag: ") and opt.flag in err and "Traceback" not in err
+    assert not out.exists()  # nothing ran, nothing was created
+
+
+@pytest.mark.parametrize("opt", NUMERIC, ids=lambda o: o.name)
+def test_the_table_checks_values_given_without_a_flag(opt) -> None:  # noqa: ANN001
+    for bad in (float("nan"), float("inf"), opt.min - 1, opt.max * 2 + 1):
+        with pytest.raises(DiagError):
+            options.check(opt.name, bad)
+    assert options.check(opt.name, opt.min) == opt.min
+
+
+def test_zero_host_interval_and_negative_duration_are_refused(capsys) -> None:
+    assert main(["profile", "--host-interval", "0", "--", "true"]) == 2
+    assert main(["profile", "--duration", "-1", "--", "true"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("diag: --host-interval 0: ") and lines[1].startswith("diag: --duration -1: ")

@@ -2,9 +2,12 @@
 
 The CLI builds its flags from this table, `ProfileOptions` takes its defaults
 from it, and the code in the target (recorder, hooks, kernel windows) reads
-its defaults from it. An option is either for diag itself (`side="diag"`:
-sampling intervals, which samplers run) or passed to the target in
-`DIAG_OPTIONS` (`side="target"`).
+its defaults from it. Every numeric option has a range (`min`, `max`,
+inclusive): `parse` and `check` refuse anything outside it, NaN and
+infinities included, so a new option is validated as soon as it is added.
+An option is either for diag itself (`side="diag"`: sampling intervals,
+which samplers run) or passed to the target in `DIAG_OPTIONS`
+(`side="target"`).
 
 Recording side, and imported by the target at start-up: standard library only,
 nothing costly at import.
@@ -12,29 +15,34 @@ nothing costly at import.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 
 class Option:
     """One option. `flag` None: not on the command line (set through DIAG_OPTIONS only).
 
     `off` is the status reason a collector reports when this option turns it off
-    (a switch `--no-x`, or a count set to 0).
+    (a switch `--no-x`, or a count set to 0). `type` is taken from a numeric
+    default when not given; a numeric option needs `min` and `max`.
     """
 
-    __slots__ = ("name", "default", "flag", "help", "type", "metavar", "off", "side")
+    __slots__ = ("name", "default", "flag", "help", "type", "metavar", "off", "side", "min", "max")
 
     def __init__(self, name: str, default: Any, help: str, *, flag: str | None = None,  # noqa: A002
                  type: type | None = None, metavar: str | None = None, off: str | None = None,  # noqa: A002
-                 side: str = "diag") -> None:
+                 side: str = "diag", min: float | None = None, max: float | None = None) -> None:  # noqa: A002
         self.name = name
         self.default = default
         self.help = help
         self.flag = flag
+        if type is None and default.__class__ in (int, float):
+            type = default.__class__  # noqa: A001
         self.type = type
         self.metavar = metavar
         self.off = off
         self.side = side
+        self.min = min
+        self.max = max
 
     @property
     def switch(self) -> bool:
@@ -46,19 +54,28 @@ _T = "target"
 
 
 def kernel_backend(value: str) -> str:
-    """`--kernel-backend` value check (argparse reports the ValueError as an invalid value)."""
+    """`--kernel-backend` value check (`parse` reports the ValueError as an invalid value)."""
     if value not in ("auto", "cupti", "torch"):
         raise ValueError(value)
     return value
 
+
+_DAY = 86_400.0
+_BIG = 10**9  # a count no run reaches
+
 OPTIONS: tuple[Option, ...] = (
     # -- diag's own samplers -------------------------------------------------------------------
-    Option("grace_s", 5.0, "seconds between SIGINT, SIGTERM, SIGKILL", flag="--grace", type=float, metavar="S"),
-    Option("host_interval_s", 0.1, "psutil sampling interval", flag="--host-interval", type=float, metavar="S"),
-    Option("gpu_interval_s", 0.1, "NVML sampling interval", flag="--gpu-interval", type=float, metavar="S"),
+    Option("duration_s", None, "stop the target gracefully after S seconds", flag="--duration", type=float,
+           metavar="S", min=0.01, max=30 * _DAY),
+    Option("grace_s", 5.0, "seconds between SIGINT, SIGTERM, SIGKILL", flag="--grace", type=float, metavar="S",
+           min=0.0, max=3600.0),
+    Option("host_interval_s", 0.1, "psutil sampling interval", flag="--host-interval", type=float, metavar="S",
+           min=0.01, max=3600.0),
+    Option("gpu_interval_s", 0.1, "NVML sampling interval", flag="--gpu-interval", type=float, metavar="S",
+           min=0.01, max=3600.0),
     Option("stack_rate_hz", None, "py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores, "
            "10 while a host of at most 4 cores has no idle core; a rate given here is kept)",
-           flag="--stack-rate", type=int, metavar="HZ"),
+           flag="--stack-rate", type=int, metavar="HZ", min=1, max=1000),
     Option("stacks", True, "do not sample Python stacks (py-spy)", flag="--no-stacks", off="--no-stacks"),
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
     # -- passed to the target ----------------------------------------------------------------------
@@ -66,17 +83,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("redact", True, "keep secrets in recorded command lines and environment (no redaction; "
            "docs/security.md)", flag="--no-redact", side=_T),
     Option("kernel_windows", 2, "torch.profiler windows (0: none)", flag="--kernel-windows", type=int,
-           metavar="N", off="--kernel-windows 0", side=_T),
+           metavar="N", off="--kernel-windows 0", side=_T, min=0, max=1000),
     Option("kernel_backend", "auto", "how kernel windows record: cupti (cupti-python, no start-up cost), torch "
            "(torch.profiler), auto (cupti when installed)", flag="--kernel-backend", type=kernel_backend,
            metavar="auto|cupti|torch", side=_T),
     Option("kernel_window_steps", 5, "steps per kernel window", flag="--kernel-window-steps", type=int,
-           metavar="N", side=_T),
-    Option("kernel_window_after_steps", 20, "no window before this many steps", side=_T),
-    Option("kernel_window_after_s", 3.0, "no window before this many seconds after start-up", side=_T),
-    Option("kernel_window_spacing_steps", 20, "steps between two windows, at least", side=_T),
-    Option("kernel_window_spacing_s", 5.0, "seconds between two windows, at least", side=_T),
-    Option("kernel_window_max_s", 10.0, "a window closes after this many seconds", side=_T),
+           metavar="N", side=_T, min=1, max=10_000),
+    Option("kernel_window_after_steps", 20, "no window before this many steps", side=_T, min=0, max=_BIG),
+    Option("kernel_window_after_s", 3.0, "no window before this many seconds after start-up", side=_T,
+           min=0.0, max=30 * _DAY),
+    Option("kernel_window_spacing_steps", 20, "steps between two windows, at least", side=_T, min=0, max=_BIG),
+    Option("kernel_window_spacing_s", 5.0, "seconds between two windows, at least", side=_T,
+           min=0.0, max=30 * _DAY),
+    Option("kernel_window_max_s", 10.0, "a window closes after this many seconds", side=_T, min=0.01, max=3600.0),
     Option("torch", True, "torch hooks (steps, copies, syncs, torch.load, torch.cuda.nvtx)", side=_T),
     Option("onnxruntime", True, "onnxruntime hooks (steps, session creation)", side=_T),
     Option("nvtx", True, "nvtx package hooks (ranges)", side=_T),
@@ -84,10 +103,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("syncs", True, "synchronizing calls (torch)", side=_T),
     Option("gc", True, "GC pauses through gc.callbacks", side=_T),
     Option("cuda_events", True, "GPU time per step from torch.cuda.Event pairs", side=_T),
-    Option("cuda_event_all", 64, "time every one of the first N CUDA steps ...", side=_T),
-    Option("cuda_event_every", 4, "... then 1 step in this many (gpu_ns = -1 on the others)", side=_T),
-    Option("table_rows", 50_000, "rows kept in full per table before sampling starts", side=_T),
-    Option("flush_s", 1.0, "background flush interval (a killed target loses at most this)", side=_T),
+    Option("cuda_event_all", 64, "time every one of the first N CUDA steps ...", side=_T, min=0, max=_BIG),
+    Option("cuda_event_every", 4, "... then 1 step in this many (gpu_ns = -1 on the others)", side=_T,
+           min=1, max=_BIG),
+    Option("table_rows", 50_000, "rows kept in full per table before sampling starts", side=_T, min=1, max=_BIG),
+    Option("flush_s", 1.0, "background flush interval (a killed target loses at most this)", side=_T,
+           min=0.01, max=3600.0),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
@@ -106,3 +127,41 @@ def defaults(side: str | None = None) -> dict[str, Any]:
 def off_reason(name: str) -> str:
     """The status reason of a collector turned off by option `name`, e.g. "turned off by --no-gpu"."""
     return f"turned off by {BY_NAME[name].off or name}"
+
+
+def check(name: str, value: Any, text: str | None = None) -> Any:
+    """`value` if it suits option `name` (its type, a finite number within its range), else DiagError.
+
+    `text`: the value as the user wrote it, for the message.
+    """
+    o = BY_NAME[name]
+    if o.type not in (int, float) or (value is None and o.default is None):
+        return value
+    shown = f"{o.flag or o.name} {repr(value) if text is None else text}"
+    if value.__class__ is bool or not isinstance(value, int if o.type is int else (int, float)):
+        _refuse(f"{shown}: not {'an integer' if o.type is int else 'a number'}")
+    if not o.min <= value <= o.max:  # NaN fails this too
+        what = "a finite number" if value != value or value in (float("inf"), float("-inf")) else "a number"
+        _refuse(f"{shown}: must be {what} from {_num(o.min)} to {_num(o.max)}")
+    return value
+
+
+def parse(name: str, text: str) -> Any:
+    """Option `name`'s value from command-line text, checked (DiagError, one line, when unfit)."""
+    o = BY_NAME[name]
+    try:
+        value = o.type(text) if o.type is not None else text
+    except (TypeError, ValueError):
+        what = {int: "not an integer", float: "not a number"}.get(o.type, "invalid value")
+        _refuse(f"{o.flag or o.name} {text}: {what}")
+    return check(name, value, text)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if x == int(x) else str(x)
+
+
+def _refuse(message: str) -> NoReturn:
+    from ..errors import DiagError  # lazily: the target imports this module at start-up
+
+    raise DiagError(message)
