@@ -7,9 +7,11 @@ one line on stderr and its exit code, so tests can call main([...]) directly.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from diag.errors import DiagError
 from diag.store.importers import formats_text
@@ -29,7 +31,7 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
 
 def _add_profile_options(p: argparse.ArgumentParser) -> None:
     """One flag per option of the option table that has one (diag/collect/options.py)."""
-    from diag.collect.options import OPTIONS
+    from diag.collect.options import OPTIONS, parse
 
     for o in OPTIONS:
         if o.flag is None:
@@ -37,17 +39,24 @@ def _add_profile_options(p: argparse.ArgumentParser) -> None:
         if o.switch:
             p.add_argument(o.flag, dest=o.name, action="store_false", help=o.help)
         else:
-            p.add_argument(o.flag, dest=o.name, type=o.type, default=o.default, metavar=o.metavar, help=o.help)
+            p.add_argument(o.flag, dest=o.name, type=functools.partial(parse, o.name), default=o.default,
+                           metavar=o.metavar, help=o.help)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line (DiagError, exit 2), not usage and a message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise DiagError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="diag", description="Why is my GPU inference program slow?")
+    parser = _Parser(prog="diag", description="Why is my GPU inference program slow?")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("profile", help="record a run of CMD and diagnose it",
                        usage="diag profile [--out RUN] [--duration S] [options] -- CMD [ARGS...]")
     p.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-<name>)")
-    p.add_argument("--duration", type=float, metavar="S", help="stop the target gracefully after S seconds")
     _add_profile_options(p)
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", nargs="?", const="", default=None, metavar="FILE", help="also write an HTML report")
@@ -133,7 +142,7 @@ def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
     from diag.collect.profile import ProfileOptions, record
 
     flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag is not None}
-    opts = ProfileOptions(out=args.out, duration_s=args.duration, **flags)
+    opts = ProfileOptions(out=args.out, **flags)
     if args.html:
         _check_output(args.html)
     return _finish(args, record(cmd, opts))
