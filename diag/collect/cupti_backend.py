@@ -93,7 +93,7 @@ class _Demangler:
         self._cache: dict[str, str] = {}
         try:
             lib = ctypes.CDLL("libstdc++.so.6")
-            fn = lib.__cxa_demangle
+            fn = getattr(lib, "__cxa_demangle")  # getattr: a class body would mangle the dunder name
             fn.restype = ctypes.c_void_p
             fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
             free = ctypes.CDLL(None).free
