@@ -58,10 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
                        usage="diag profile [--out RUN] [--duration S] [options] -- CMD [ARGS...]")
     p.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-<name>)")
     _add_profile_options(p)
-    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument("--json", metavar="FILE", dest="json_file",
+                   help="also write the diagnosis as JSON to FILE (stdout stays the target's)")
     p.add_argument("--html", nargs="?", const="", default=None, metavar="FILE", help="also write an HTML report")
     p.add_argument("--tui", action="store_true", help="open the TUI when the run ends")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but the target's own output")
+    p.epilog = "diag's own output goes to stderr: stdout is the target's alone."
     _add_analysis_args(p)
 
     a = sub.add_parser("analyze", help=f"diagnose a recorded run (or a trace: {formats_text()})")
@@ -126,15 +128,18 @@ def _load(path: str, rule_dirs: Sequence[str]):  # noqa: ANN202 - (Run, Diagnosi
     return run, diagnose(run, rule_dirs=tuple(rule_dirs))
 
 
-def _print_diagnosis(run, diagnosis, as_json: bool) -> None:  # noqa: ANN001
+def _print_diagnosis(run, diagnosis, as_json: bool, stderr: bool = False) -> None:  # noqa: ANN001
+    """The diagnosis on stdout (`diag analyze`), or on stderr (`diag profile`: stdout is the target's)."""
     if as_json:
         from diag.views.json_view import to_json_text
 
         print(to_json_text(diagnosis))
         return
+    from rich.console import Console
+
     from diag.views.console import print_diagnosis
 
-    print_diagnosis(diagnosis, run)
+    print_diagnosis(diagnosis, run, Console(highlight=False, stderr=stderr))
 
 
 def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
@@ -143,8 +148,9 @@ def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
 
     flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag is not None}
     opts = ProfileOptions(out=args.out, **flags)
-    if args.html:
-        _check_output(args.html)
+    for path in (args.html, args.json_file):
+        if path:
+            _check_output(path)
     return _finish(args, record(cmd, opts))
 
 
@@ -153,27 +159,40 @@ def _finish(args: argparse.Namespace, rec) -> int:  # noqa: ANN001
     try:
         _after_profile(args, rec)
     except DiagError as exc:
-        print(f"diag: {exc.message} (run kept in {rec.run_dir})", file=sys.stderr)
+        print(f"diag: {exc.message} ({_where(rec.run_dir)})", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - a diag bug must not hide the target's exit code
-        print(f"diag: analysis failed ({exc.__class__.__name__}: {exc}); run kept in {rec.run_dir}", file=sys.stderr)
+        print(f"diag: analysis failed ({exc.__class__.__name__}: {exc}); {_where(rec.run_dir)}", file=sys.stderr)
     return rec.exit_code
 
 
+def _where(run_dir: str) -> str:
+    """Where the run is: said only if it is still there (the target may have deleted it)."""
+    if os.path.isfile(os.path.join(run_dir, "run.json")):
+        return f"run kept in {run_dir}"
+    return f"the run directory {run_dir} is gone"
+
+
 def _after_profile(args: argparse.Namespace, rec) -> None:  # noqa: ANN001
-    if args.quiet and not (args.html is not None or args.tui):
+    """Everything on stderr (stdout is the target's); JSON only into --json FILE."""
+    if args.quiet and not (args.html is not None or args.tui or args.json_file):
         return
-    if not args.json and not args.quiet:
+    if not args.quiet:
         from diag.views.console import print_recording
 
         print_recording(rec.manifest, rec.run_dir)
     run, diagnosis = _load(rec.run_dir, args.rules)
     if not args.quiet:
-        _print_diagnosis(run, diagnosis, args.json)
+        _print_diagnosis(run, diagnosis, as_json=False, stderr=True)
+    if args.json_file:
+        from diag.report.output import write_text_atomic
+        from diag.views.json_view import to_json_text
+
+        write_text_atomic(os.path.abspath(args.json_file), to_json_text(diagnosis) + "\n", what="diagnosis")
     if args.html is not None:
         from diag.report import write_report
 
         out = write_report(run, diagnosis, args.html or None)
-        if not args.json:
+        if not args.quiet:
             print(f"report: {out}", file=sys.stderr)
     if args.tui:
         from diag.tui import run_tui
@@ -214,7 +233,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from diag.demo import demo_command
 
     rec = record(demo_command(args.seconds), ProfileOptions(out=args.out))
-    shown = argparse.Namespace(json=False, quiet=False, tui=False, rules=[],
+    shown = argparse.Namespace(json_file=None, quiet=False, tui=False, rules=[],
                                html=os.path.join(rec.run_dir, "report.html"))
     return _finish(shown, rec)
 

@@ -1,7 +1,8 @@
 """What run.json says about the machine, the software and the environment.
 
-Only environment variables that change inference behaviour are kept, and never
-one whose name suggests a secret, even under an allowed prefix.
+Only environment variables that change inference behaviour are kept; under an
+allowed prefix, one whose name suggests a secret keeps its name but not its
+value, and URL credentials are hidden (collect/redact.py).
 """
 
 from __future__ import annotations
@@ -15,22 +16,18 @@ from typing import Any
 
 import psutil
 
+from diag.collect.redact import redact_env
+
 ENV_PREFIXES = ("CUDA_", "CUDNN_", "CUBLAS", "NCCL_", "NVIDIA_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_",
                 "ORT_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TF_", "XLA_", "TRITON_")
 ENV_NAMES = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LD_PRELOAD",
              "MALLOC_ARENA_MAX", "PYTHONHASHSEED", "CUDA_LAUNCH_BLOCKING")
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 
 
-def allowed_env(environ: dict[str, str]) -> dict[str, str]:
-    """The allowlisted subset of `environ`."""
-    out = {}
-    for name, value in environ.items():
-        if any(word in name.upper() for word in SECRET_WORDS):
-            continue
-        if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
-            out[name] = value
-    return dict(sorted(out.items()))
+def allowed_env(environ: dict[str, str], redact: bool = True) -> dict[str, str]:
+    """The allowlisted subset of `environ`, redacted unless `redact` is False (--no-redact)."""
+    out = {k: v for k, v in environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    return dict(sorted((redact_env(out) if redact else out).items()))
 
 
 def _cpu_model() -> str:

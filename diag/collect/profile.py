@@ -21,10 +21,11 @@ from diag.collect import launcher
 from diag.collect.kernel_windows import recorded_choice
 from diag.collect.manifest import allowed_env, host_info, versions
 from diag.collect.options import default, off_reason
+from diag.collect.redact import redact_argv
 from diag.collect.sampler import Sampler
 from diag.errors import DiagError
-from diag.store.jsonl import read_raw
-from diag.store.manifest import SCHEMA, write_manifest
+from diag.store.jsonl import RAW_DIR, read_raw
+from diag.store.manifest import MANIFEST, SCHEMA, write_manifest
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,6 +47,7 @@ class ProfileOptions:
     kernel_windows: int = default("kernel_windows")
     kernel_backend: str = default("kernel_backend")
     kernel_window_steps: int = default("kernel_window_steps")
+    redact: bool = default("redact")
     extra: dict[str, Any] = field(default_factory=dict)  # more target options (DIAG_OPTIONS)
 
 
@@ -63,28 +65,105 @@ def default_stack_rate() -> int:
     return 100 if cores >= 8 else 50
 
 
+# python's own options that take a value (`python -W ignore app.py`)
+_PY_VALUE_OPTS = ("-W", "-X", "--check-hash-based-pycs")
+_EXTS = (".py", ".pyz", ".pyw", ".sh", ".exe")
+
+
+def run_name(cmd: list[str]) -> str:
+    """A run directory's name part: the script (`serve` for `python serve.py --port 8000`),
+    the module (`-m pkg.mod`), else the program; never an argument, which may be a secret."""
+    prog = os.path.basename(cmd[0])
+    if prog.startswith("python"):
+        args = iter(cmd[1:])
+        for arg in args:
+            if arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")):
+                prog = arg[2:] or next(args, prog)
+                break
+            if arg == "-c" or (arg.startswith("-c") and not arg.startswith("--")) or arg == "-":
+                break  # code on the command line: name the run after the interpreter
+            if arg in _PY_VALUE_OPTS:
+                next(args, None)
+            elif not arg.startswith("-"):
+                prog = os.path.basename(arg)
+                break
+    stem, ext = os.path.splitext(prog)
+    prog = stem if ext in _EXTS else prog
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in prog)[:40].strip("-") or "run"
+
+
 def default_out(cmd: list[str]) -> str:
-    prog = os.path.basename(cmd[-1] if os.path.basename(cmd[0]).startswith("python") and len(cmd) > 1 else cmd[0])
-    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.splitext(prog)[0])[:40] or "run"
-    return os.path.join("diag-runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}")
+    """diag-runs/<time>-<name>: prepare_run_dir(unique=True) adds -2, -3... if taken."""
+    return os.path.join("diag-runs", f"{time.strftime('%Y%m%d-%H%M%S')}-{run_name(cmd)}")
 
 
-def prepare_run_dir(out: str) -> str:
-    """Create an empty run directory, refusing to reuse a non-empty one."""
-    if os.path.exists(out):
-        if not os.path.isdir(out):
-            raise DiagError(f"--out {out}: exists and is not a directory")
-        if os.listdir(out):
-            raise DiagError(f"--out {out}: directory is not empty (diag never overwrites a run)")
+def prepare_run_dir(out: str, unique: bool = False) -> str:
+    """Create the run directory (mode 0700) and return its absolute path.
+
+    `os.mkdir` is the claim: it never reuses a path that exists, a planted symlink
+    included. `unique`: a taken name gets a suffix (-2, -3, ...), so two runs
+    started in the same second get two directories. Otherwise (an explicit
+    --out) an existing empty directory is accepted, and the first run.json,
+    created exclusively (write_manifest(new=True)), claims it.
+    """
+    path = os.path.abspath(out)
     try:
-        os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, ".write-test")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     except OSError as exc:
         raise DiagError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
-    return os.path.abspath(out)
+    for n in range(1, 1000):
+        candidate = path if n == 1 else f"{path}-{n}"
+        try:
+            os.mkdir(candidate, 0o700)
+            return candidate
+        except FileExistsError:
+            if unique:
+                continue
+        except OSError as exc:
+            raise DiagError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+        if os.path.islink(path):
+            raise DiagError(f"--out {out}: is a symbolic link (diag does not follow links for a run directory)")
+        if not os.path.isdir(path):
+            raise DiagError(f"--out {out}: exists and is not a directory")
+        if os.listdir(path):
+            raise DiagError(f"--out {out}: directory is not empty (diag never overwrites a run)")
+        return path
+    raise DiagError(f"--out {out}: no free name (tried {out}-2 to -999)")
+
+
+def _claim(run_dir: str, out: str, manifest: dict[str, Any]) -> None:
+    """The first run.json, created exclusively: a second diag on the same directory is refused."""
+    try:
+        write_manifest(run_dir, manifest, new=True)
+    except FileExistsError:
+        raise DiagError(f"--out {out}: directory is not empty (another run is using it)") from None
+    except OSError as exc:
+        raise DiagError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _discard(run_dir: str, created: bool) -> None:
+    """Remove what diag made for a target that never started."""
+    for path in (os.path.join(run_dir, MANIFEST), os.path.join(run_dir, RAW_DIR)):
+        try:
+            os.rmdir(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+        except OSError:
+            pass
+    if created:
+        try:
+            os.rmdir(run_dir)
+        except OSError:
+            pass
+
+
+def _check_runnable(cmd: list[str]) -> None:
+    """One-line errors for a target that cannot start, before anything is written."""
+    exe = launcher.find_command(cmd)
+    if exe is None:
+        raise DiagError(f"{cmd[0]}: command not found", exit_code=127)
+    if os.path.isdir(exe):
+        raise DiagError(f"{cmd[0]}: is a directory", exit_code=126)
+    if not os.access(exe, os.X_OK):
+        raise DiagError(f"{cmd[0]}: permission denied (not executable)", exit_code=126)
 
 
 def target_env(run_dir: str, opts: ProfileOptions) -> dict[str, str]:
@@ -93,7 +172,8 @@ def target_env(run_dir: str, opts: ProfileOptions) -> dict[str, str]:
     env["DIAG_PKG_PARENT"] = PKG_PARENT
     env["DIAG_OPTIONS"] = json.dumps({
         "hooks": opts.hooks, "kernel_windows": opts.kernel_windows if opts.gpu else 0,
-        "kernel_window_steps": opts.kernel_window_steps, "kernel_backend": opts.kernel_backend, **opts.extra,
+        "kernel_window_steps": opts.kernel_window_steps, "kernel_backend": opts.kernel_backend,
+        "redact": opts.redact, **opts.extra,
     })
     if opts.hooks:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (BOOTSTRAP_DIR, env.get("PYTHONPATH", "")) if p)
@@ -113,7 +193,9 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     else:
         off["gpu"] = {"status": "off", "reason": off_reason("gpu")}
     if opts.stacks:
-        samplers.append(StackSampler(opts.stack_rate_hz or default_stack_rate(), adaptive=opts.stack_rate_hz is None))
+        stacks = StackSampler(opts.stack_rate_hz or default_stack_rate(), adaptive=opts.stack_rate_hz is None)
+        stacks.redact = opts.redact
+        samplers.append(stacks)
     else:
         off["stacks"] = {"status": "off", "reason": off_reason("stacks")}
     return samplers, off
@@ -134,28 +216,30 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
     """Run `cmd` under diag and return where the run went and the target's exit code."""
     if not cmd:
         raise DiagError("no command given: diag profile [options] -- CMD [ARGS...]")
-    if launcher.find_command(cmd) is None:
-        raise DiagError(f"{cmd[0]}: command not found", exit_code=127)
-    run_dir = prepare_run_dir(opts.out or default_out(cmd))
+    _check_runnable(cmd)
+    out = opts.out or default_out(cmd)
+    existed = os.path.lexists(out)
+    run_dir = prepare_run_dir(out, unique=opts.out is None)
     manifest: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}",
-        "command": cmd, "cwd": os.getcwd(),
+        "command": redact_argv(cmd) if opts.redact else list(cmd), "cwd": os.getcwd(),
         "start_ns": time.time_ns(), "end_ns": None, "duration_s": None,
         "exit_code": None, "signal": None, "partial": True,
         "host": host_info(), "gpu": _gpu_inventory(opts.gpu), "versions": versions(),
-        "env": allowed_env(dict(os.environ)),
+        "env": allowed_env(dict(os.environ), redact=opts.redact),
         "collectors": {"hooks": {"status": "ok"} if opts.hooks else {"status": "off", "reason": off_reason("hooks")}},
         "options": {**{k: v for k, v in asdict(opts).items() if k not in ("out", "extra")},
                     "stack_rate_hz": opts.stack_rate_hz or default_stack_rate()},
     }
-    write_manifest(run_dir, manifest)
+    _claim(run_dir, out, manifest)
 
     launcher.block_signals()
     try:
         proc = launcher.start(cmd, target_env(run_dir, opts))
     except OSError as exc:
         launcher.unblock_in_child()
+        _discard(run_dir, created=opts.out is None or not existed)
         raise DiagError(f"{cmd[0]}: cannot run ({exc.strerror or exc})", exit_code=126) from None
     manifest["pid"] = proc.pid
     samplers: list[Sampler] = []

@@ -11,7 +11,7 @@ Rules (docs/report.md):
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 
 from diag.errors import DiagError
 
@@ -52,21 +52,26 @@ def _free_default(run_path: str) -> str:
     return candidate
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    """Write through a temporary file in the same folder, so a failure leaves no half report."""
+def write_text_atomic(path: str, text: str, what: str = "report") -> None:
+    """Write through a temporary file in the same folder, so a failure leaves no half file.
+
+    The temporary file is new (O_EXCL), never a link (O_NOFOLLOW), and gets mode
+    0666 less the umask, like any file a program creates: under `umask 077` the
+    report is private.
+    """
     folder = os.path.dirname(path) or "."
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError as exc:
-        raise DiagError(f"{path}: cannot write the report ({exc.strerror or exc})") from None
+        raise DiagError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except OSError as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise DiagError(f"{path}: cannot write the report ({exc.strerror or exc})") from None
+        raise DiagError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
