@@ -433,3 +433,14 @@ def test_run_json_records_the_choice(tmp_path) -> None:  # noqa: ANN001
     assert got["why"].startswith("cupti-python not installed; CUDA graphs in use with CUDA runtime 12.4")
     assert kw.recorded_choice([]) == {}
     assert os.path.exists(tmp_path / "raw" / "kineto" / f"window0.{os.getpid()}.json")
+
+
+def test_cupti_stop_waits_for_the_gpu_and_drops_unfinished_records(tmp_path, fake_cupti) -> None:  # noqa: ANN001
+    fake_cupti.records.append(record(ActivityKind.CONCURRENT_KERNEL, name="still_running", start=T0 + 30_000,
+                                     end=0, device_id=0, stream_id=7, correlation_id=6))
+    window = cb.CuptiWindow(api=fake_cupti, sync=lambda: fake_cupti.calls.append("sync"))
+    window.start()
+    path = str(tmp_path / "w.json")
+    assert window.stop(path)["records"] == 5
+    assert fake_cupti.calls[4:6] == ["sync", "disable CONCURRENT_KERNEL"]  # as torch.profiler syncs at stop
+    assert "still_running" not in {e["name"] for e in load_trace(path)["traceEvents"]}

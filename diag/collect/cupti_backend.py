@@ -28,8 +28,10 @@ import ctypes
 import importlib.util
 import json
 import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 BUFFER_BYTES = 8 << 20   # CUPTI asks for activity buffers of this size
@@ -121,7 +123,22 @@ class _Demangler:
         return out
 
 
-demangle = _Demangler()
+_DEMANGLER: _Demangler | None = None
+
+
+def demangle(name: str) -> str:
+    """A kernel's C++ name as Kineto shows it (`_Z10add_kernelPfS_` -> `add_kernel(float*, float*)`)."""
+    global _DEMANGLER
+    if _DEMANGLER is None:  # loaded at the first window's stop, not when diag starts
+        _DEMANGLER = _Demangler()
+    return _DEMANGLER(name)
+
+
+def cuda_sync() -> None:
+    """Wait for the GPU, as torch.profiler does at stop, so the window's last kernels have ended."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def record_tuple(r: Any, kinds: dict[int, str]) -> tuple[Any, ...] | None:
@@ -133,6 +150,9 @@ def record_tuple(r: Any, kinds: dict[int, str]) -> tuple[Any, ...] | None:
     if cat is None:
         return None
     g = getattr
+    start, end = int(g(r, "start", 0)), int(g(r, "end", 0))
+    if start <= 0 or end < start:
+        return None  # unfinished at a forced flush: no time to place it at
     if cat == KERNEL:
         extra: dict[str, Any] = {"grid": [g(r, "grid_x", 0), g(r, "grid_y", 0), g(r, "grid_z", 0)],
                                  "block": [g(r, "block_x", 0), g(r, "block_y", 0), g(r, "block_z", 0)],
@@ -144,7 +164,7 @@ def record_tuple(r: Any, kinds: dict[int, str]) -> tuple[Any, ...] | None:
     else:
         name = memset_name(int(g(r, "memory_kind", 0)))
         extra = {"bytes": int(g(r, "bytes", 0))}
-    return (cat, name, int(g(r, "start", 0)), int(g(r, "end", 0)), int(g(r, "device_id", -1)),
+    return (cat, name, start, end, int(g(r, "device_id", -1)),
             int(g(r, "stream_id", -1)), int(g(r, "correlation_id", 0)), extra)
 
 
@@ -180,8 +200,10 @@ class CuptiWindow:
 
     name = "cupti"
 
-    def __init__(self, api: Any = None, max_records: int = MAX_RECORDS) -> None:
+    def __init__(self, api: Any = None, max_records: int = MAX_RECORDS,
+                 sync: Callable[[], None] = cuda_sync) -> None:
         self.api = api
+        self.sync = sync
         self.max_records = max_records
         self._records: list[tuple[Any, ...]] = []
         self._dropped = 0
@@ -245,6 +267,10 @@ class CuptiWindow:
         api = self.api
         self.on = False
         try:
+            try:
+                self.sync()
+            except Exception:  # noqa: BLE001 - e.g. another thread captures a graph: keep what has ended
+                pass
             self._disable()
             api.activity_flush_all(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also unfinished buffers
             self._offsets.append(clock_offset_ns(api))
