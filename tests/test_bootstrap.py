@@ -93,7 +93,8 @@ def test_import_hygiene() -> None:
     assert proc.stdout.strip() == "[]"
 
 
-def test_other_interpreter_finds_diag_through_pkg_parent(tmp_path) -> None:
+def test_other_interpreter_records_too(tmp_path) -> None:
+    """The bootstrap loads diag's recorder from its own files: no need for diag in the target's environment."""
     other = shutil.which("python3", path="/usr/bin:/bin")
     if not other or subprocess.run([other, "-c", "import diag"], capture_output=True, cwd=tmp_path).returncode == 0:
         pytest.skip("no interpreter without diag installed")
@@ -216,3 +217,59 @@ def test_meta_maps_thread_idents_to_native_ids(tmp_path) -> None:
     mapping = {r["thread_ident"]: (r["native_id"], r["thread_name"]) for r in meta if "thread_ident" in r}
     assert mapping[ident] == (native, "worker-1")  # a thread that never touched a hook, seen by the flusher
     assert mapping[main_ident][0] == main_native
+
+
+def test_targets_own_diag_and_json_modules_win(tmp_path) -> None:
+    """A `diag.py` and a `json.py` next to the script are the ones the script imports."""
+    (tmp_path / "diag.py").write_text("NAME = 'target diag'\n")
+    (tmp_path / "json.py").write_text("NAME = 'target json'\n")
+    code = """
+        import diag, json, sys
+        print(diag.NAME, '|', json.NAME, '|', [m for m in sys.modules if m.split('.')[0] == 'diag'])
+    """
+    run, proc = run_target(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "target diag | target json | ['diag']"
+    assert "process_start" in set(run.table("events")["kind"])  # diag recorded all the same
+
+
+def _new_modules(env: dict[str, str]) -> set[str]:
+    code = "import sys; print(' '.join(sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return set(proc.stdout.split())
+
+
+def test_bootstrap_preimports_only_what_it_must(tmp_path) -> None:
+    """What the bootstrap adds to sys.modules: its private recorder modules, threading (the flusher),
+    and built-in modules (no file of the target can shadow those); nothing named `diag`."""
+    bare_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DIAG_")}
+    added = _new_modules(target_env(make_run_dir(tmp_path))) - _new_modules(bare_env)
+    private = {m for m in added if m.split(".")[0] == "_diag_rec"}
+    assert "_diag_rec.collect.recorder" in private
+    assert added - private - set(sys.builtin_module_names) == {"sitecustomize", "threading", "_weakrefset"}
+
+
+def test_recorder_code_imports_diag_relatively(tmp_path) -> None:
+    """Under a target, every module diag loads (hooks, kernel windows included) runs under the private
+    name; an absolute `diag.` import anywhere in them (lazy ones too) would load the target's `diag`."""
+    import ast
+
+    (tmp_path / "diag.py").write_text("NAME = 'target diag'\n")
+    code = """
+        import sys, torch, diag
+        torch.nn.Linear(2, 2)(torch.ones(1, 2))
+        print(diag.NAME)
+        print(' '.join(m.__file__ for n, m in list(sys.modules.items()) if n.startswith('_diag_rec.')))
+    """
+    run, proc = run_target(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    name, files = proc.stdout.splitlines()
+    assert name == "target diag" and len(run.table("steps")) == 1
+    assert any(f.endswith(os.path.join("hooks", "torch.py")) for f in files.split())
+    for file in files.split():
+        for node in ast.walk(ast.parse(open(file).read())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                assert node.module.split(".")[0] != "diag", f"{file}:{node.lineno}"
+            if isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] != "diag" for a in node.names), f"{file}:{node.lineno}"

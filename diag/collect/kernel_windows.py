@@ -74,7 +74,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from diag.collect.options import defaults
+from .options import defaults
 
 # the kernel-window options and their defaults (the option table owns them)
 DEFAULTS: dict[str, float] = {k: v for k, v in defaults("target").items() if k.startswith("kernel_window")}
@@ -337,7 +337,7 @@ class CuptiBackend:
     early_init = False
 
     def __init__(self, window: Any = None) -> None:
-        from diag.collect.cupti_backend import CuptiWindow
+        from .cupti_backend import CuptiWindow
 
         self.window = window if window is not None else CuptiWindow()
 
@@ -643,7 +643,7 @@ def make_backend(requested: str, env: TeardownEnv,
                  cupti_installed: Callable[[], bool] | None = None) -> tuple[Any, str]:
     """The backend object for the `kernel_backend` option, and why it was chosen."""
     if cupti_installed is None:
-        from diag.collect.cupti_backend import available as cupti_installed
+        from .cupti_backend import available as cupti_installed
     name, why = choose_backend(requested, cupti_installed())
     if name == "cupti":
         return CuptiBackend(), why

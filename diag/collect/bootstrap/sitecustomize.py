@@ -5,7 +5,8 @@ imports this file as `sitecustomize` at start-up (subprocesses inherit it).
 It records nothing unless DIAG_RUN_DIR is set. Then it:
   1. allows any process of the user to ptrace us (prctl PR_SET_PTRACER_ANY)
      where Yama ptrace_scope is 1, so diag's py-spy can attach;
-  2. starts the recorder and its lazy import hooks (diag.collect.recorder);
+  2. starts the recorder and its lazy import hooks, leaving no trace in the
+     target's namespace (`_load_recorder`);
   3. runs the user's own sitecustomize, the next one on sys.path.
 Our failures become a `note` event (or nothing) and the target runs on; an
 error in the user's sitecustomize is left to `site`, which prints it as usual.
@@ -14,6 +15,16 @@ Keep this file tiny and fast: it runs before every target.
 
 import os
 import sys
+
+# diag's package runs in the target under this name, loaded from diag's own files (this
+# file is <diag>/collect/bootstrap/sitecustomize.py): nothing named `diag` enters
+# sys.modules, so a target's own `diag.py` is the `diag` it imports. diag/api.py finds
+# the recorder under this name.
+PRIVATE = "_diag_rec"
+# Standard modules the recorder keeps in sys.modules: their state must be one per
+# process (threading's registry of threads). Built-in modules stay too: no file of the
+# target can shadow them. Every other module loaded with the recorder is taken out again.
+SHARED = ("threading", "_weakrefset")
 
 _PR_SET_PTRACER = 0x59616D61
 _PR_SET_PTRACER_ANY = -1  # (unsigned long)-1
@@ -38,20 +49,52 @@ def _allow_ptrace():
     return None
 
 
+def _stdlib_path():
+    """The entries of sys.path that hold the standard library (no site-packages, no PYTHONPATH)."""
+    lib = os.path.dirname(getattr(os, "__file__", None) or "")
+    if not lib:
+        return list(sys.path)
+    parent = os.path.dirname(lib)
+    keep = []
+    for entry in sys.path:
+        inside = entry == lib or entry.startswith(lib + os.sep)
+        zipped = entry.endswith(".zip") and os.path.dirname(entry) == parent
+        if (inside and "site-packages" not in entry and "dist-packages" not in entry) or zipped:
+            keep.append(entry)
+    return keep
+
+
+def _load_recorder():
+    """Start diag's recorder as `_diag_rec.collect.recorder`; return its module.
+
+    The standard modules it needs are found in the standard library alone
+    (sys.path narrowed meanwhile: a `json.py` on PYTHONPATH is not ours either),
+    then taken out of sys.modules again but for SHARED, so the target's own
+    imports find what they would find without diag.
+    """
+    pkg_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    before = set(sys.modules)
+    saved_path = sys.path[:]
+    sys.path[:] = _stdlib_path()
+    try:
+        pkg = type(sys)(PRIVATE, "diag's package, private to the recorder")
+        pkg.__path__ = [pkg_dir]
+        pkg.__package__ = PRIVATE
+        sys.modules[PRIVATE] = pkg
+        __import__(PRIVATE + ".collect.recorder")
+        recorder = sys.modules[PRIVATE + ".collect.recorder"]
+        recorder.start_from_env()
+        return recorder
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - before:
+            if name.partition(".")[0] != PRIVATE and name not in SHARED and name not in sys.builtin_module_names:
+                del sys.modules[name]
+
+
 def _start():
     problem = _allow_ptrace()
-    try:
-        import diag.collect.recorder as recorder
-    except ImportError:
-        parent = os.environ.get("DIAG_PKG_PARENT")
-        if not parent:
-            return
-        sys.path.append(parent)  # at the end: never shadow the target's own modules
-        try:
-            import diag.collect.recorder as recorder
-        except ImportError:
-            return
-    rec = recorder.start_from_env()
+    rec = _load_recorder().active_recorder()
     if rec is not None and problem:
         rec.note("ptrace", problem)
 
@@ -91,9 +134,7 @@ if os.environ.get("DIAG_RUN_DIR"):
         _start()
     except Exception as _exc:  # noqa: BLE001 - never hurt the target
         try:
-            from diag.collect.recorder import active_recorder
-
-            _rec = active_recorder()
+            _rec = sys.modules[PRIVATE + ".collect.recorder"].active_recorder()
             if _rec is not None:
                 _rec.note("bootstrap", f"diag bootstrap failed: {_exc!r}")
         except Exception:  # noqa: BLE001

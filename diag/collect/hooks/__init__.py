@@ -15,11 +15,12 @@ import sys
 import time
 from typing import Any
 
-# top-level module -> (hooks module, option that turns it on, record an import event)
+# top-level module -> (hooks module, option that turns it on, record an import event).
+# Relative names: in a target, diag's code runs under a private package name (bootstrap).
 WATCHED: dict[str, tuple[str, str, bool]] = {
-    "torch": ("diag.collect.hooks.torch", "torch", True),
-    "onnxruntime": ("diag.collect.hooks.ort", "onnxruntime", True),
-    "nvtx": ("diag.collect.hooks.nvtx", "nvtx", False),
+    "torch": (".torch", "torch", True),
+    "onnxruntime": (".ort", "onnxruntime", True),
+    "nvtx": (".nvtx", "nvtx", False),
 }
 
 
@@ -31,7 +32,7 @@ def activate(rec: Any, name: str, module: Any) -> None:
     try:
         import importlib
 
-        importlib.import_module(hooks_name).install(rec, module)
+        importlib.import_module(hooks_name, __package__).install(rec, module)
     except Exception as exc:  # noqa: BLE001 - never hurt the target
         rec.note(f"hooks.{name}", f"{name} hooks not installed: {exc!r}")
 

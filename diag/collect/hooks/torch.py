@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Any
 
-from diag.store.steps import DEVICE, GPU_NS, WEIGHT
+from ...store.steps import DEVICE, GPU_NS, WEIGHT
 
 _time_ns = time.time_ns
 _perf_ns = time.perf_counter_ns
@@ -152,7 +152,7 @@ class TorchHooks:
             os.register_at_fork(after_in_child=self._after_fork_child)
 
     def _install_kernel_windows(self) -> None:
-        from diag.collect import kernel_windows
+        from .. import kernel_windows
 
         kernel_windows.install(self.rec)  # notes its own reasons when it cannot run
 
