@@ -92,9 +92,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from diag.collect.options import defaults as _option_defaults
-from diag.store.jsonl import JsonlWriter
-from diag.store.steps import DUR, MODEL, SEQ, SOURCE, STEP_COLUMNS, STEP_LAYOUT, SYNCS, TS, WEIGHT
+from ..store.jsonl import JsonlWriter
+from ..store.steps import DUR, MODEL, SEQ, SOURCE, STEP_COLUMNS, STEP_LAYOUT, SYNCS, TS, WEIGHT
+from .options import defaults as _option_defaults
 
 TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
 
@@ -607,7 +607,7 @@ def start_from_env() -> Recorder | None:
         rec.note("options", problem)
     if rec.options.get("hooks", True):
         try:
-            from diag.collect.hooks import install_import_hooks
+            from .hooks import install_import_hooks
 
             install_import_hooks(rec)
         except Exception as exc:  # noqa: BLE001
