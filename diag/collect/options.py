@@ -82,7 +82,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("hooks", True, "do not inject the in-process hooks", flag="--no-hooks", off="--no-hooks", side=_T),
     Option("redact", True, "keep secrets in recorded command lines and environment (no redaction; "
            "docs/security.md)", flag="--no-redact", side=_T),
-    Option("kernel_windows", 2, "torch.profiler windows (0: none)", flag="--kernel-windows", type=int,
+    Option("kernel_windows", 2, "kernel windows: short CUPTI captures of a few steps (0: none)", flag="--kernel-windows", type=int,
            metavar="N", off="--kernel-windows 0", side=_T, min=0, max=1000),
     Option("kernel_backend", "auto", "how kernel windows record: cupti (cupti-python, no start-up cost), torch "
            "(torch.profiler), auto (cupti when installed)", flag="--kernel-backend", type=kernel_backend,
