@@ -690,7 +690,7 @@ def install(recorder: Any) -> KernelWindows | None:
         env = TeardownEnv()
         backend, why = make_backend(requested if requested in BACKENDS else "auto", env)
         kw = KernelWindows(recorder, scheduler, backend=backend, backend_why=why, env=env, requested=requested)
-        kw.announce()
+        kw.decide_teardown()  # the user's TEARDOWN_CUPTI is known now; graphs are not yet
         recorder.on_step_end.append(kw.on_step_end)
         if backend.early_init:
             _init_after_model_moves_to_gpu(kw)
