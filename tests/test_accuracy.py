@@ -43,14 +43,14 @@ def test_cpu_workload_verdict(workload: str, tmp_path: Path) -> None:
     expected, why = EXPECTED[workload]["cpu"]
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "diag", "profile", "--out", str(out), "--json", "--",
+        [sys.executable, "-m", "diag", "profile", "--out", str(out), "--json", str(tmp_path / "d.json"), "--",
          sys.executable, str(ROOT / "sample_workloads" / f"{workload}.py"), "--device", "cpu",
          "--seconds", str(CPU_SECONDS)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # --json prints the diagnosis as the last JSON object on stdout, after the target's own lines.
-    diagnosis = json.loads(proc.stdout[proc.stdout.index('{\n  "schema"'):])
+    # --json FILE: diag's machine output never mixes with the target's stdout.
+    diagnosis = json.loads((tmp_path / "d.json").read_text())
     scores = {k: round(v, 2) for k, v in diagnosis["scores"].items() if v > 0}
     assert diagnosis["primary"] == expected, f"{workload}: expected {expected} ({why}); scores {scores}"
 
