@@ -33,6 +33,7 @@ test: install-test
 
 lint: install-test
 	$(BIN)/ruff check diag tests benchmarks sample_workloads
+	$(BIN)/lint-imports
 
 bench: install-test
 	$(BIN)/python benchmarks/analyze.py
