@@ -151,7 +151,13 @@ def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
     for path in (args.html, args.json_file):
         if path:
             _check_output(path)
-    return _finish(args, record(cmd, opts))
+    rec = record(cmd, opts)
+    code = _finish(args, rec)
+    if rec.reraise:  # the target died of a signal diag had no part in: a parent sees diag die of it too
+        from diag.collect.launcher import end_like_target
+
+        return end_like_target(rec.reraise)
+    return code
 
 
 def _finish(args: argparse.Namespace, rec) -> int:  # noqa: ANN001

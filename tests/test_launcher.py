@@ -34,11 +34,27 @@ def test_exit_code_is_the_targets(tmp_path: Path, code: int) -> None:
     assert m["exit_code"] == code and m["partial"] is False
 
 
-def test_death_by_signal_is_128_plus_n(tmp_path: Path) -> None:
-    r = diag("profile", "--out", str(tmp_path / "run"), *FAST, "--",
-             *py("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
-    assert r.returncode == 128 + signal.SIGKILL
-    assert open_run(str(tmp_path / "run")).manifest["signal"] == signal.SIGKILL
+def _no_core_limit() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL, signal.SIGABRT])
+def test_death_by_a_signal_diag_did_not_send_ends_diag_the_same_way(tmp_path: Path, sig: int) -> None:
+    """A parent sees death by the signal (not exit 128+N); diag dumps no core of its own."""
+    elsewhere = tmp_path / "target-cwd"
+    elsewhere.mkdir()
+    code = ("import os, resource, signal\n"
+            "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"  # the target's own core is not the point
+            f"os.chdir({str(elsewhere)!r})\n"
+            f"os.kill(os.getpid(), {int(sig)})\n")
+    r = diag("profile", "--out", str(tmp_path / "run"), *FAST, "--", *py(code), cwd=tmp_path,
+             preexec_fn=_no_core_limit)
+    assert r.returncode == -sig, r.stderr
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("core")]  # diag's core dumps are off
+    m = open_run(str(tmp_path / "run")).manifest
+    assert (m["signal"], m["exit_code"], m["partial"]) == (sig, 128 + sig, False)
 
 
 def test_stdio_passes_through_untouched(tmp_path: Path) -> None:
@@ -220,3 +236,30 @@ def test_diags_own_failure_does_not_change_the_target(tmp_path: Path, monkeypatc
     rec = profile.record(py("raise SystemExit(7)"), profile.ProfileOptions(out=str(tmp_path / "run"), stacks=False))
     assert rec.exit_code == 7
     assert open_run(str(tmp_path / "run")).partial  # still readable, flagged partial
+
+
+@pytest.mark.parametrize("sig", [signal.SIGALRM, signal.SIGUSR2, signal.SIGWINCH, signal.SIGPROF, signal.SIGRTMIN])
+def test_other_signals_to_diag_reach_the_target(tmp_path: Path, sig: int) -> None:
+    """`kill -ALRM <diag>` (and the like) neither kills diag nor leaves the target running unaware."""
+    ready = tmp_path / "ready"
+    code = ("import signal, sys, time, pathlib\n"
+            f"signal.signal({int(sig)}, lambda *a: sys.exit(23))\n"
+            f"pathlib.Path({str(ready)!r}).touch()\n"
+            "time.sleep(20)\n"
+            "sys.exit(1)\n")
+    p = subprocess.Popen([*DIAG, "profile", "--out", str(tmp_path / "run"), *FAST, "--", *py(code)])
+    _wait_for(ready)
+    p.send_signal(sig)
+    assert p.wait(timeout=30) == 23
+    assert open_run(str(tmp_path / "run")).partial is False
+
+
+def test_a_forwarded_signal_that_kills_the_target_is_128_plus_n(tmp_path: Path) -> None:
+    """diag sent it (forwarded): diag itself stays alive and says so in its exit status, as for --duration."""
+    ready = tmp_path / "ready"
+    code = f"import pathlib, time\npathlib.Path({str(ready)!r}).touch()\ntime.sleep(20)\n"
+    p = subprocess.Popen([*DIAG, "profile", "--out", str(tmp_path / "run"), *FAST, "--", *py(code)])
+    _wait_for(ready)
+    p.send_signal(signal.SIGALRM)
+    assert p.wait(timeout=30) == 128 + signal.SIGALRM
+    assert open_run(str(tmp_path / "run")).manifest["signal"] == signal.SIGALRM

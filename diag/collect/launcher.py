@@ -1,9 +1,19 @@
 """Runs the target: stdio untouched, signals forwarded, exit code returned.
 
 Signals are taken synchronously (blocked, then `sigtimedwait`) so we can tell
-who sent them: a Ctrl-C typed at the terminal already reached the target,
-which shares our process group, so it is not sent twice; a signal sent to
-diag alone (kill, timeout, a supervisor) is forwarded.
+who sent them: a Ctrl-C (or Ctrl-\\, or a window resize) at the terminal
+already reached the target, which shares our process group, so it is not sent
+twice; a signal sent to diag alone (kill, timeout, a supervisor) is forwarded.
+Every catchable signal whose default would end diag is forwarded (SIGALRM,
+SIGUSR1, real-time signals...): none leaves the target running unaware. Left
+alone: job control (Ctrl-Z stops the whole group, SIGCONT resumes it), SIGCHLD,
+SIGPIPE, and the signals of diag's own faults and limits.
+
+How diag ends (`Outcome`, `end_like_target`): with the target's exit code; when
+the target died of a signal diag had no part in (a segfault, the OOM killer,
+a kill aimed at the target), diag dies of the same signal after its cleanup,
+without a core dump, so a parent sees what happened; when diag sent it (a
+forwarded signal, `--duration`, Ctrl-C) the exit status is 128+N.
 
 The target starts with the signals unblocked again. Any other process diag
 starts after `block_signals()` must do the same (`unblock_in_child`).
@@ -14,12 +24,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-SI_KERNEL = 0x80  # siginfo si_code of a signal the tty driver sent
+_FORWARDED_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+                    "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT", "SIGWINCH")
+FORWARDED = tuple(sorted({getattr(signal, n) for n in _FORWARDED_NAMES if hasattr(signal, n)}
+                         | set(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))))
+SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (the tty driver: to the whole foreground group)
+FROM_TTY = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)  # sent to the group by the terminal
 
 
 def block_signals() -> None:
@@ -37,6 +52,7 @@ class Outcome:
     exit_code: int  # the target's, or 128+N when it died of signal N
     signal: int | None  # the signal that ended it, if any
     stopped_by_duration: bool
+    reraise: int | None = None  # `signal`, when diag had no part in it: diag ends by it too
 
 
 def start(cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -57,10 +73,13 @@ def wait(
     """
     deadline = time.monotonic() + duration_s if duration_s else None
     stop_stage, next_stage_at = 0, 0.0
+    ours: set[int] = set()  # signals diag sent (or that reached the target from the terminal, as Ctrl-C)
     while proc.poll() is None:
         info = signal.sigtimedwait(FORWARDED, 0.05)
-        if info is not None and not (info.si_signo == signal.SIGINT and info.si_code == SI_KERNEL):
-            _send(proc, info.si_signo)
+        if info is not None:
+            ours.add(info.si_signo)
+            if not (info.si_signo in FROM_TTY and info.si_code == SI_KERNEL):
+                _send(proc, info.si_signo)
         now = time.monotonic()
         if deadline is not None and now >= deadline and now >= next_stage_at:
             if stop_stage == 0:
@@ -73,10 +92,36 @@ def wait(
             next_stage_at = now + grace_s
         if on_tick is not None:
             on_tick()
+    while signal.sigtimedwait(FORWARDED, 0) is not None:
+        pass  # arrived once the target had gone: nobody to pass them to, and they must not end diag later
     rc = proc.returncode
+    stopped = deadline is not None and stop_stage > 0
     if rc < 0:
-        return Outcome(128 - rc, -rc, deadline is not None and stop_stage > 0)
-    return Outcome(rc, None, deadline is not None and stop_stage > 0)
+        return Outcome(128 - rc, -rc, stopped, None if stopped or -rc in ours else -rc)
+    return Outcome(rc, None, stopped)
+
+
+def end_like_target(sig: int) -> int:
+    """Die of `sig`, as the target did, without a core dump; returns 128+sig only if still alive.
+
+    Call it last, after diag's own cleanup and output: nothing runs after it.
+    """
+    import resource
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+    except (OSError, ValueError):
+        pass
+    return 128 + sig
 
 
 def _send(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -56,6 +56,7 @@ class Recording:
     run_dir: str
     exit_code: int
     manifest: dict[str, Any]
+    reraise: int | None = None  # the signal diag should end by (launcher.Outcome.reraise)
 
 
 def default_stack_rate() -> int:
@@ -269,7 +270,7 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
         _seal(run_dir, manifest)
     except Exception as exc:  # noqa: BLE001 - the run stays readable (partial) from raw/
         _warn(f"could not finish the run directory ({exc.__class__.__name__}: {exc}); it reads as partial")
-    return Recording(run_dir, outcome.exit_code, manifest)
+    return Recording(run_dir, outcome.exit_code, manifest, outcome.reraise)
 
 
 def _warn(message: str) -> None:
