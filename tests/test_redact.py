@@ -25,6 +25,7 @@ SECRETS = ("hunter2", "tok_abc999", "s3cretPASS", "s3cretCREDS", "urlpass9", "be
     (["app.py", "--cache", "redis://user:urlpass9@host:6379/0"], ["app.py", "--cache", f"redis://{MASK}@host:6379/0"]),
     (["curl", "-H", "Authorization: Bearer bearer777", "http://h"], ["curl", "-H", f"Authorization: {MASK}", "http://h"]),
     (["curl", "--header=X-Api-Key: k"], ["curl", f"--header=X-Api-Key: {MASK}"]),
+    (["app.py", "--url", "https://h/v1?model=m&api_key=k1&n=2"], ["app.py", "--url", f"https://h/v1?model=m&api_key={MASK}&n=2"]),
 ])
 def test_redact_argv(argv: list[str], expected: list[str]) -> None:
     assert redact_argv(argv) == expected

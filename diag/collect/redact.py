@@ -5,7 +5,7 @@ files) so that no later reader, view or report can leak it:
 
 - a flag whose name has a secret word hides its value (`--password x`, `--token=x`);
 - `name=value` and `Name: value` (HTTP headers) with a secret word in the name;
-- credentials inside URLs (`redis://user:pass@host` -> `redis://***@host`);
+- credentials inside URLs (`redis://user:pass@host` -> `redis://***@host`, `?token=x`);
 - environment variables whose name has a secret word.
 
 A name has a secret word when one of its parts (split at `-`, `_`, `.`) starts
@@ -30,6 +30,7 @@ HARMLESS = frozenset({"tokenizer", "tokenizers", "tokens", "passthrough", "keys"
 
 _PARTS = re.compile(r"[-_.\s]+")
 _URL_CREDS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+_QUERY = re.compile(r"([?&;])([^=&#\s]+)=([^&#\s]*)")
 _HEADER = re.compile(r"^(?P<name>[A-Za-z0-9-]+):\s*(?P<value>.+)$", re.S)
 _ASSIGN = re.compile(r"^(?P<name>-{0,2}[A-Za-z0-9_.-]+)=(?P<value>.*)$", re.S)
 
@@ -45,8 +46,12 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_value(value: str) -> str:
-    """`value` with the credentials of any URL in it hidden."""
-    return _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{MASK}@", value)
+    """`value` with the credentials of any URL in it hidden (`user:pass@`, `?token=x`)."""
+    value = _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{MASK}@", value)
+    if "://" in value:
+        value = _QUERY.sub(lambda m: f"{m.group(1)}{m.group(2)}={MASK}" if is_secret_name(m.group(2))
+                           else m.group(0), value)
+    return value
 
 
 def _redact_arg(arg: str) -> str:
