@@ -95,6 +95,7 @@ from typing import Any
 from ..store.jsonl import JsonlWriter
 from ..store.steps import DUR, MODEL, SEQ, SOURCE, STEP_COLUMNS, STEP_LAYOUT, SYNCS, TS, WEIGHT
 from .options import defaults as _option_defaults
+from .redact import redact_argv
 
 TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
 
@@ -423,7 +424,8 @@ class Recorder:
 
     def start(self) -> None:
         """Begin recording: process facts, GC callback, flusher, exit handlers."""
-        self.meta(python=sys.version.split()[0], executable=sys.executable, argv=sys.argv,
+        argv = redact_argv(sys.argv) if self.options.get("redact", True) else sys.argv  # docs/security.md
+        self.meta(python=sys.version.split()[0], executable=sys.executable, argv=argv,
                   diag_options=self.options)
         start = process_start_ns()
         if start:
