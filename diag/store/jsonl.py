@@ -67,24 +67,34 @@ class JsonlWriter:
                 self._fd = -1
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """Read rows, skipping a line cut short by a kill."""
+def read_jsonl(path: str, skipped: dict[str, int] | None = None, table: str = "") -> list[dict[str, Any]]:
+    """Read rows (JSON objects), skipping a line cut short by a kill and any line that is no
+    object of finite numbers; `skipped[table]` counts them. The file must be a regular file
+    (no FIFO, no symlink): DiagError otherwise, and past DIAG_MAX_TRACE_BYTES."""
+    from .safe import iter_lines, loads  # relative: in a target this module runs as _diag_rec.store.jsonl
+
     rows: list[dict[str, Any]] = []
-    with open(path, "rb") as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
+    bad = 0
+    for line in iter_lines(path, follow=False):
+        try:
+            row = loads(line)
+        except ValueError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif line.strip():
+            bad += 1
+    if skipped is not None and bad:
+        skipped[table] = skipped.get(table, 0) + bad
     return rows
 
 
-def read_raw(run_dir: str, table: str) -> list[dict[str, Any]]:
+def read_raw(run_dir: str, table: str, skipped: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Every row of `table` in RUN/raw/<table>.<pid>.jsonl, all writers, files in name order."""
     raw = os.path.join(run_dir, RAW_DIR)
     names = sorted(n for n in os.listdir(raw) if n.startswith(f"{table}.") and n.endswith(".jsonl")) \
         if os.path.isdir(raw) else []
     rows: list[dict[str, Any]] = []
     for name in names:
-        rows.extend(read_jsonl(os.path.join(raw, name)))
+        rows.extend(read_jsonl(os.path.join(raw, name), skipped, table))
     return rows

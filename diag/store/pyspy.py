@@ -48,9 +48,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from diag.errors import DiagError
 from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import read_manifest
 from diag.store.run import derived_table
+from diag.store.safe import loads, max_trace_bytes, open_regular
 
 # (file name ending, function) pairs whose presence as the innermost frame means "waiting".
 IDLE_FRAMES: list[tuple[str, str]] = [
@@ -115,7 +117,7 @@ def _text(raw: bytes | None) -> str:
 def _tolerant_json(data: bytes) -> list[Any]:
     """Parse a JSON array, or as much of one as a kill left behind."""
     try:
-        out = json.loads(data)
+        out = loads(data)  # finite numbers; too deep a nesting is a ValueError
         return out if isinstance(out, list) else []
     except ValueError:
         pass
@@ -128,7 +130,7 @@ def _tolerant_json(data: bytes) -> list[Any]:
             i += 1
         try:
             obj, i = decoder.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):
             return events
         events.append(obj)
 
@@ -148,9 +150,12 @@ def read_events(path: str, renamed: dict[tuple[int, int], int]) -> Iterator[list
 
     Fills `renamed` with (pid, tid) -> real thread id from `thread_name` metadata.
     """
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
+    with open_regular(path, follow=False) as f:  # no FIFO, no planted symlink
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
             return
+        if size > max_trace_bytes():
+            raise DiagError(f"{path}: larger than {max_trace_bytes()} bytes (raise DIAG_MAX_TRACE_BYTES to read it)")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             s = _EXACT_STR if buf.find(b'\\"') >= 0 else _FAST_STR
             pattern = _event_re(s) if s is _EXACT_STR else _FAST_RE
@@ -313,7 +318,7 @@ def stacks_of_run(run_dir: str) -> Any:
     raw = os.path.join(run_dir, RAW_DIR)
     try:
         manifest = read_manifest(run_dir)
-    except (OSError, ValueError):
+    except DiagError:
         manifest = {}
     parts = []
     for path in sorted(glob.glob(os.path.join(raw, "stacks.*.parquet"))):
@@ -329,8 +334,8 @@ def stacks_of_run(run_dir: str) -> Any:
             continue
         try:
             parts.append(parse_pyspy(path, _segment_start(path, manifest)))
-        except (OSError, ValueError):
-            continue
+        except (OSError, ValueError, OverflowError):
+            continue  # cut short by a kill, or times beyond int64: not a py-spy file diag can use
     parts = [p for p in parts if not p.empty]
     if not parts:
         return []

@@ -19,6 +19,7 @@ from diag.errors import DiagError
 from diag.store.importers import formats_text
 from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import MANIFEST, read_manifest
+from diag.store.safe import int64, number
 from diag.store.steps import TABLE_COLUMNS as STEP_TABLE_COLUMNS
 
 # Columns of every table (docs/run-format.md). Extra columns are kept.
@@ -43,6 +44,43 @@ TABLES: dict[str, list[str]] = {
                 "copy_kind", "src_mem", "bytes", "grid", "block"],
     "windows": ["window", "ts_ns", "dur_ns", "steps", "profiler_start_ns", "trace"],
 }
+
+# Kinds of the documented columns, enforced on raw rows (JSON lines anyone could have
+# written): a value of another kind becomes null, a row without a valid ts_ns is dropped.
+NUMERIC_COLUMNS = frozenset({
+    "ts_ns", "dur_ns", "pid", "tid", "ppid", "batch", "gpu_ns", "syncs", "seq", "weight", "bytes",
+    "cpu_pct", "rss_bytes", "read_bytes", "write_bytes", "read_chars", "write_chars", "ctx_vol",
+    "ctx_invol", "num_threads", "iowait_s", "user_s", "system_s", "run_delay_s", "iowait_pct",
+    "mem_used_bytes", "mem_total_bytes", "gpu", "util_gpu", "util_mem", "sm_clock_mhz", "mem_clock_mhz",
+    "sm_clock_max_mhz", "power_w", "power_limit_w", "temp_c", "throttle", "pcie_tx_bps", "pcie_rx_bps",
+    "sm_active", "sm_occupancy", "tensor_active", "dram_bw_util", "fp32_active", "fp16_active",
+    "used_bytes", "window", "stream", "steps", "profiler_start_ns", "depth"})
+TEXT_COLUMNS = frozenset({
+    "source", "model", "shapes", "dtype", "name", "kind", "domain", "api", "direction", "stack",
+    "category", "copy_kind", "src_mem", "dst_mem", "grid", "block", "trace", "throttle_reasons"})
+BOOL_COLUMNS = frozenset({"in_window", "idle", "pinned", "non_blocking", "in_step"})
+
+
+def typed_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """(rows with documented columns of their kind, how many rows were dropped for want of a ts_ns)."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if int64(row.get("ts_ns")) is None:
+            continue
+        for k, v in row.items():
+            if v is None or type(v) is float or type(v) is str and k not in NUMERIC_COLUMNS:
+                continue  # floats are finite: the JSON reader refuses the rest
+            if k in NUMERIC_COLUMNS:
+                row[k] = number(v) if type(v) is not bool else int(v)
+            elif k in TEXT_COLUMNS:
+                row[k] = str(v) if isinstance(v, (int, bool)) and number(v) is not None else None
+            elif k in BOOL_COLUMNS:
+                row[k] = bool(v) if type(v) is bool or v in (0, 1) else None
+            elif type(v) is int and number(v) is None:
+                row[k] = None  # beyond int64: no column type holds it
+        out.append(row)
+    return out, len(rows) - len(out)
+
 
 # Tables that are not JSON lines in raw/ but parsed from another tool's file.
 Rows = list[dict[str, Any]] | pd.DataFrame
@@ -83,11 +121,14 @@ def _load_parsers() -> None:
         importlib.import_module(mod)
 
 
-def _raw_rows(run_dir: str, name: str) -> Rows:
+def _raw_rows(run_dir: str, name: str, skipped: dict[str, int]) -> Rows:
     _load_parsers()
     if name in _DERIVED:
         return _DERIVED[name](run_dir)
-    return read_raw(run_dir, name)
+    rows, dropped = typed_rows(read_raw(run_dir, name, skipped))
+    if dropped:
+        skipped[name] = skipped.get(name, 0) + dropped
+    return rows
 
 
 @dataclass
@@ -97,6 +138,8 @@ class Run:
     path: str
     manifest: dict[str, Any]
     _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    # raw rows left out per table: lines that were no JSON object, rows without a valid ts_ns
+    skipped_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def partial(self) -> bool:
@@ -133,7 +176,7 @@ class Run:
                 except Exception as exc:  # noqa: BLE001 - a corrupt file is the user's problem to see
                     raise DiagError(f"{parquet}: unreadable Parquet table ({exc.__class__.__name__})") from None
             else:
-                df = pd.DataFrame(_raw_rows(self.path, name))
+                df = pd.DataFrame(_raw_rows(self.path, name, self.skipped_rows))
             self._cache[name] = _frame(name, df)
         return self._cache[name]
 
@@ -148,13 +191,9 @@ def open_run(path: str) -> Run:
         raise DiagError(f"{path}: no such run directory")
     if not os.path.isdir(path):
         raise DiagError(f"{path}: not a run directory (diag analyze also reads traces: {formats_text()})")
-    if not os.path.exists(os.path.join(path, MANIFEST)):
+    if not os.path.lexists(os.path.join(path, MANIFEST)):
         raise DiagError(f"{path}: not a diag run (no {MANIFEST})")
-    try:
-        manifest = read_manifest(path)
-    except (ValueError, OSError) as exc:
-        raise DiagError(f"{path}/{MANIFEST}: corrupt manifest ({exc})") from None
-    return Run(path=path, manifest=manifest)
+    return Run(path=path, manifest=read_manifest(path))
 
 
 # Raw tables read only from raw/ (by the recorder's own readers), on purpose never sealed.
