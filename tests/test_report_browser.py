@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_report_fixtures import PAYLOAD, make_diagnosis, write_hostile_run
+from report_fixtures import PAYLOAD, make_diagnosis, write_hostile_run
 
 from diag.report import write_report
 from diag.store.run import open_run

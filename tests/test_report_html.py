@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_report_fixtures import PAYLOAD, make_diagnosis, write_hostile_run
+from report_fixtures import PAYLOAD, make_diagnosis, write_hostile_run
 
 from diag.report import build_report_data, render_html
 from diag.report.render import environment, plotly_cdn

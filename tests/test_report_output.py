@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_report_fixtures import make_diagnosis
+from report_fixtures import make_diagnosis
 
 from diag.errors import DiagError
 from diag.report import report_path, write_report

@@ -8,8 +8,8 @@ import shutil
 import threading
 
 import pytest
-from test_tui_support import app_for, canned_diagnosis, sync, tui_runs, wait_loaded  # noqa: F401
 from textual.widgets import Input, OptionList, Static, TabbedContent
+from tui_support import app_for, canned_diagnosis, sync, wait_loaded
 
 from diag.engine.diagnosis import Diagnosis, Finding
 from diag.errors import DiagError
@@ -30,7 +30,7 @@ def problems(app) -> list[str]:  # noqa: ANN001
 
 
 @sync
-async def test_number_keys_tab_and_click_switch_views(tui_runs):  # noqa: F811
+async def test_number_keys_tab_and_click_switch_views(tui_runs):
     app = app_for(tui_runs, "gpu_compute")
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_loaded(pilot)
@@ -51,7 +51,7 @@ async def test_number_keys_tab_and_click_switch_views(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_filter_findings_then_clear(tui_runs):  # noqa: F811
+async def test_filter_findings_then_clear(tui_runs):
     app = app_for(tui_runs, "gpu_compute")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("2")
@@ -70,7 +70,7 @@ async def test_filter_findings_then_clear(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_filter_kept_with_enter_and_detail_follows_selection(tui_runs):  # noqa: F811
+async def test_filter_kept_with_enter_and_detail_follows_selection(tui_runs):
     app = app_for(tui_runs, "gpu_compute")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("2")
@@ -86,7 +86,7 @@ async def test_filter_kept_with_enter_and_detail_follows_selection(tui_runs):  #
 
 
 @sync
-async def test_filter_kernels_table(tui_runs):  # noqa: F811
+async def test_filter_kernels_table(tui_runs):
     app = app_for(tui_runs, "gpu_compute")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("6")
@@ -100,7 +100,7 @@ async def test_filter_kernels_table(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_filter_on_a_view_without_a_list_says_so(tui_runs):  # noqa: F811
+async def test_filter_on_a_view_without_a_list_says_so(tui_runs):
     app = app_for(tui_runs, "gpu_compute")
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_loaded(pilot)
@@ -110,7 +110,7 @@ async def test_filter_on_a_view_without_a_list_says_so(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_stacks_phase_key_cycles(tui_runs):  # noqa: F811
+async def test_stacks_phase_key_cycles(tui_runs):
     app = app_for(tui_runs, "gpu_compute")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("5")
@@ -127,7 +127,7 @@ async def test_stacks_phase_key_cycles(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_help_opens_and_closes_and_q_quits(tui_runs):  # noqa: F811
+async def test_help_opens_and_closes_and_q_quits(tui_runs):
     app = app_for(tui_runs, "cpu_preprocess")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_loaded(pilot)
@@ -140,7 +140,7 @@ async def test_help_opens_and_closes_and_q_quits(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_no_gpu_timeline_says_why(tui_runs):  # noqa: F811
+async def test_no_gpu_timeline_says_why(tui_runs):
     app = app_for(tui_runs, "cpu_preprocess")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
@@ -161,7 +161,7 @@ class BrokenSource(RunSource):
 
 
 @sync
-async def test_a_view_that_cannot_load_shows_a_message(tui_runs):  # noqa: F811
+async def test_a_view_that_cannot_load_shows_a_message(tui_runs):
     source = BrokenSource(open_run(tui_runs["gpu_compute"]), canned_diagnosis("gpu_compute"))
     app = make_app(source)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -174,7 +174,7 @@ async def test_a_view_that_cannot_load_shows_a_message(tui_runs):  # noqa: F811
 
 
 @sync
-async def test_corrupt_table_is_a_message_inside_the_app(tui_runs, tmp_path):  # noqa: F811
+async def test_corrupt_table_is_a_message_inside_the_app(tui_runs, tmp_path):
     run = shutil.copytree(tui_runs["gpu_compute"], tmp_path / "run")
     (run / "kernels.parquet").write_bytes(b"not parquet")
     app = make_app(RunSource(open_run(str(run)), canned_diagnosis("gpu_compute")))
@@ -186,7 +186,7 @@ async def test_corrupt_table_is_a_message_inside_the_app(tui_runs, tmp_path):  #
 
 
 @sync
-async def test_partial_run_is_flagged_on_the_overview(tui_runs, tmp_path):  # noqa: F811
+async def test_partial_run_is_flagged_on_the_overview(tui_runs, tmp_path):
     run = shutil.copytree(tui_runs["cpu_preprocess"], tmp_path / "run")
     manifest = json.loads((run / "run.json").read_text())
     manifest["partial"] = True
@@ -207,13 +207,13 @@ def test_run_tui_bad_input_is_one_line(tmp_path):
         run_tui(str(tmp_path))
 
 
-def test_run_tui_needs_a_terminal(tui_runs):  # noqa: F811
+def test_run_tui_needs_a_terminal(tui_runs):
     # pytest captures stdout, so this is not a terminal: a clear message, not a hung app.
     with pytest.raises(DiagError, match="interactive terminal"):
         run_tui(tui_runs["cpu_preprocess"])
 
 
-def test_make_app_takes_a_path(tui_runs):  # noqa: F811
+def test_make_app_takes_a_path(tui_runs):
     app = make_app(tui_runs["cpu_preprocess"])
     assert isinstance(app.source, RunSource)
     assert os.path.samefile(app.source.run.path, tui_runs["cpu_preprocess"])
@@ -232,7 +232,7 @@ class SlowSource(RunSource):
 
 
 @sync
-async def test_run_is_painted_before_the_diagnosis_and_other_views_do_not_wait(tui_runs):  # noqa: F811
+async def test_run_is_painted_before_the_diagnosis_and_other_views_do_not_wait(tui_runs):
     source = SlowSource(open_run(tui_runs["gpu_compute"]))
     app = make_app(source)
     app.animation_level = "none"
@@ -251,7 +251,7 @@ async def test_run_is_painted_before_the_diagnosis_and_other_views_do_not_wait(t
 
 
 @sync
-async def test_a_run_with_nothing_recorded_explains_every_view(tui_runs, tmp_path):  # noqa: F811
+async def test_a_run_with_nothing_recorded_explains_every_view(tui_runs, tmp_path):
     run = shutil.copytree(tui_runs["cpu_preprocess"], tmp_path / "run")
     for name in ("steps", "ranges", "stacks", "host", "threads", "system", "events"):
         (run / f"{name}.parquet").unlink()

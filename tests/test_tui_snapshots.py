@@ -7,7 +7,7 @@ then look at the SVGs (snapshot_report.html) before committing them.
 from __future__ import annotations
 
 import pytest
-from test_tui_support import FIXTURES, app_for, tui_runs, wait_loaded  # noqa: F401
+from tui_support import FIXTURES, app_for, wait_loaded
 
 from diag.tui.app import VIEWS
 
@@ -30,19 +30,19 @@ def _show(key: str, *more: str):  # noqa: ANN202
 
 @pytest.mark.parametrize("fixture", FIXTURES)
 @pytest.mark.parametrize("number", range(1, len(VIEWS) + 1), ids=[v.TITLE.lower() for v in VIEWS])
-def test_view(snap_compare, tui_runs, fixture: str, number: int) -> None:  # noqa: F811
+def test_view(snap_compare, tui_runs, fixture: str, number: int) -> None:
     assert snap_compare(app_for(tui_runs, fixture), terminal_size=SIZE, run_before=_show(str(number)))
 
 
-def test_help(snap_compare, tui_runs) -> None:  # noqa: F811
+def test_help(snap_compare, tui_runs) -> None:
     assert snap_compare(app_for(tui_runs, "gpu_compute"), terminal_size=SIZE,
                         run_before=_show("1", "question_mark"))
 
 
-def test_findings_filtered(snap_compare, tui_runs) -> None:  # noqa: F811
+def test_findings_filtered(snap_compare, tui_runs) -> None:
     assert snap_compare(app_for(tui_runs, "gpu_compute"), terminal_size=SIZE,
                         run_before=_show("2", "slash", *"copied"))
 
 
-def test_overview_wide(snap_compare, tui_runs) -> None:  # noqa: F811
+def test_overview_wide(snap_compare, tui_runs) -> None:
     assert snap_compare(app_for(tui_runs, "gpu_compute"), terminal_size=(120, 36), run_before=_show("1"))

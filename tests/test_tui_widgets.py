@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 from rich.console import Console
-from test_tui_support import canned_diagnosis
+from tui_support import canned_diagnosis
 
 from diag.engine.diagnosis import Phase
 from diag.tui.views.findings import finding_detail, matches

@@ -1,4 +1,4 @@
-"""Shared fixtures for the TUI tests: runs on disk, canned diagnoses, an app in one line.
+"""Shared helpers for the TUI tests: runs on disk, canned diagnoses, an app in one line.
 
 Holds no tests itself. To add a fixture run (e.g. the recorded H200 run), put
 its directory under tests/data/ and add it to RECORDED: the snapshot
@@ -14,8 +14,6 @@ import json
 import os
 from collections.abc import Callable, Coroutine
 from typing import Any
-
-import pytest
 
 from diag.engine.diagnosis import Diagnosis, Evidence, Finding, Phase, Recommendation
 from diag.store.run import open_run
@@ -76,11 +74,11 @@ def canned_diagnosis(scenario: str) -> Diagnosis:
                      findings=findings, metrics=metrics, units=units)
 
 
-@pytest.fixture(scope="session")
-def tui_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Run directories by fixture name: the synthetic ones written once per session."""
-    root = tmp_path_factory.mktemp("tui_runs")
-    runs = {name: write_synthetic_run(str(root / name), 20.0, name) for name in SYNTHETIC}
+
+
+def write_tui_runs(root: str) -> dict[str, str]:
+    """Run directories by fixture name: the synthetic ones written under `root`, the recorded ones in place."""
+    runs = {name: write_synthetic_run(os.path.join(root, name), 20.0, name) for name in SYNTHETIC}
     runs.update({name: os.path.join(DATA, RECORDED[name]) for name in FIXTURES if name not in runs})
     return runs
 
