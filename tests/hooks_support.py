@@ -28,7 +28,6 @@ def target_env(run_dir: Path | None, options: dict[str, Any] | None = None,
                extra_path: list[str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIAG_")}
     env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP), *(extra_path or [])])
-    env["DIAG_PKG_PARENT"] = str(REPO)
     if run_dir is not None:
         env["DIAG_RUN_DIR"] = str(run_dir)
         env["DIAG_OPTIONS"] = json.dumps(options or {})

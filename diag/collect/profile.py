@@ -28,7 +28,6 @@ from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.manifest import MANIFEST, SCHEMA, write_manifest
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
@@ -170,7 +169,6 @@ def _check_runnable(cmd: list[str]) -> None:
 def target_env(run_dir: str, opts: ProfileOptions) -> dict[str, str]:
     env = dict(os.environ)
     env["DIAG_RUN_DIR"] = run_dir
-    env["DIAG_PKG_PARENT"] = PKG_PARENT
     env["DIAG_OPTIONS"] = json.dumps({
         "hooks": opts.hooks, "kernel_windows": opts.kernel_windows if opts.gpu else 0,
         "kernel_window_steps": opts.kernel_window_steps, "kernel_backend": opts.kernel_backend,
