@@ -62,7 +62,6 @@ def cli(capsys, *argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize("text", [
     json.dumps(manifest()).replace(f'"start_ns": {T0}', '"start_ns": NaN'),
     json.dumps(manifest()).replace(f'"start_ns": {T0}', '"start_ns": 1e400'),
-    json.dumps(manifest()).replace(f'"start_ns": {T0}', f'"start_ns": {2**70}'),
     "[" * 100_000 + "]" * 100_000,
     '{"schema": "diag.run/1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
     b"\xff\xfe{".decode("latin-1"),
@@ -76,12 +75,13 @@ def test_bad_run_json_is_one_line(tmp_path, capsys, text: str) -> None:
 def test_wrong_types_in_run_json_are_typed_by_the_reader(tmp_path, capsys) -> None:
     from diag.store.run import open_run
 
-    bad = manifest(command=5, cwd=["x"], start_ns="soon", end_ns=True, duration_s="long", exit_code=[1],
+    bad = manifest(command=5, cwd=["x"], start_ns=2**70, signal=[1], end_ns=True, duration_s="long", exit_code=[1],
                    partial="yes", host=[1], gpu={"devices": 5}, collectors={"hooks": 5, "gpu": [1]},
                    env="x", options=None, versions=7)
     run = make_run(tmp_path, run_json=json.dumps(bad))
     m = open_run(run).manifest
     assert m["command"] == [] and m["cwd"] == "" and m["start_ns"] is None and m["host"] == {}
+    assert m["end_ns"] is None and m["duration_s"] is None and m["exit_code"] is None and m["signal"] is None
     assert m["gpu"] == {"devices": []} and m["collectors"] == {} and m["partial"] is False
     assert "command" in m["invalid_fields"]
     rc, _ = cli(capsys, "analyze", run, "--json")
@@ -126,7 +126,7 @@ def test_kineto_hostile_values(tmp_path, capsys, text: str, ok: bool) -> None:
     assert rc == (0 if ok else 2)
 
 
-@pytest.mark.parametrize("value", [1e308, 2**63, -(2**63) - 1, "text", b"\x00blob"])
+@pytest.mark.parametrize("value", [1e308, 2**63, -(2**64), "text", b"\x00blob"])
 def test_nsight_values_out_of_range(tmp_path, capsys, value) -> None:
     path = str(tmp_path / "report.sqlite")
     make_nsys(path)

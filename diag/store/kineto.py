@@ -15,8 +15,6 @@ have no base: the caller passes the window's recorded start (`ts_ns` of its
 from __future__ import annotations
 
 import glob
-import gzip
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from diag.errors import DiagError
 from diag.store.importers import span, trace_run
 from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.run import Run, derived_table
+from diag.store.safe import int64, loads, read_bytes
 
 # Kernel name -> category, first match wins. Order matters: an attention or
 # norm kernel may also say "cutlass" or "vectorized", an implicit-GEMM conv
@@ -79,17 +78,17 @@ class KinetoTables:
     steps: list[dict[str, Any]] = field(default_factory=list)
     ranges: list[dict[str, Any]] = field(default_factory=list)
     pid: int | None = None
+    skipped: int = 0  # events left out: times that are no number or beyond int64
 
 
-def load_trace(path: str) -> dict[str, Any]:
+def load_trace(path: str, follow: bool = True) -> dict[str, Any]:
     """Read a chrome-trace JSON (object with traceEvents, or a bare event list; gzip allowed).
 
-    Raises ValueError/OSError on an unreadable file; callers decide how loud to be.
+    Raises ValueError on a file that is no trace (callers decide how loud to be), DiagError
+    on one diag refuses to read (not a regular file, over the size caps: diag/store/safe.py).
+    `follow=False` inside a run directory: a symlink there is refused.
     """
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
-        data = json.load(f)
+    data = loads(read_bytes(path, follow=follow))
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
@@ -99,17 +98,26 @@ def load_trace(path: str) -> dict[str, Any]:
 
 def _offset_ns(trace: dict[str, Any], events: list[dict[str, Any]], start_ns: int | None) -> int:
     base = trace.get("baseTimeNanoseconds")
-    if isinstance(base, (int, float)) and base > 0:
+    if isinstance(base, (int, float)) and not isinstance(base, bool) and base > 0:
+        if int64(base) is None:
+            raise ValueError("baseTimeNanoseconds beyond int64")
         return int(base)
     if start_ns is not None:
-        stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") == "X"]
+        stamps = [ns for e in events if e.get("ph") == "X" and (ns := _ns(e.get("ts"))) is not None]
         if stamps:
-            return int(start_ns - min(stamps) * 1000)
+            return int64(start_ns - min(stamps)) or 0
     return 0  # times stay relative to the trace's own origin
 
 
-def _ns(us: Any) -> int:
-    return int(round(float(us) * 1000))
+def _ns(us: Any) -> int | None:
+    """Microseconds (a number) as int64 ns; None for anything else (text, bool, beyond int64)."""
+    if isinstance(us, bool) or not isinstance(us, (int, float)):
+        return None
+    return int64(round(us * 1000)) if abs(us) < 2**62 / 1000 else None
+
+
+def _str(v: Any) -> str:
+    return v if isinstance(v, str) else str(v) if isinstance(v, (int, float, bool)) else ""
 
 
 def _dims(v: Any) -> str | None:
@@ -119,10 +127,8 @@ def _dims(v: Any) -> str | None:
 
 
 def _int(v: Any, default: int = -1) -> int:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
+    n = int64(v)
+    return default if n is None else n
 
 
 def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = None) -> KinetoTables:
@@ -132,13 +138,16 @@ def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = N
     out = KinetoTables()
     annotations: list[dict[str, Any]] = []
     for e in events:
-        if e.get("ph") != "X" or not isinstance(e.get("ts"), (int, float)):
+        if e.get("ph") != "X":
             continue
-        cat = str(e.get("cat", "")).lower()
-        name = str(e.get("name", ""))
+        ts, dur_ns = _ns(e.get("ts")), _ns(e.get("dur", 0))
+        ts_ns = int64(offset + ts) if ts is not None else None
+        if ts_ns is None or dur_ns is None or int64(ts_ns + dur_ns) is None:
+            out.skipped += 1
+            continue
+        cat = _str(e.get("cat", "")).lower()
+        name = _str(e.get("name", ""))
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        ts_ns = offset + _ns(e["ts"])
-        dur_ns = _ns(e.get("dur", 0))
         if cat in KERNEL_CATS or cat in MEMCPY_CATS or cat in MEMSET_CATS:
             row: dict[str, Any] = {
                 "ts_ns": ts_ns, "dur_ns": dur_ns, "window": window,
@@ -166,7 +175,7 @@ def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = N
             out.steps.append({
                 "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid, "source": "torch",
                 "model": None, "batch": -1, "shapes": None, "dtype": None, "device": None,
-                "gpu_ns": -1, "syncs": -1, "seq": int(step.group(1)), "in_window": True,
+                "gpu_ns": -1, "syncs": -1, "seq": _int(int(step.group(1)[:20])), "in_window": True,
             })
         elif cat == "user_annotation":
             out.pid = out.pid if out.pid is not None else pid
@@ -198,8 +207,9 @@ def _window_starts(run_dir: str) -> dict[tuple[int, int], int]:
     """(window, pid) -> ts_ns of its windows row, to align traces without a base time."""
     starts: dict[tuple[int, int], int] = {}
     for row in read_raw(run_dir, "windows"):  # the recorder writes pid into every row
-        if isinstance(row.get("window"), int) and isinstance(row.get("ts_ns"), int):
-            starts[(row["window"], int(row.get("pid", -1)))] = row["ts_ns"]
+        window, ts_ns = int64(row.get("window")), int64(row.get("ts_ns"))
+        if window is not None and ts_ns is not None:
+            starts[(window, _int(row.get("pid", -1)))] = ts_ns
     return starts
 
 
@@ -215,8 +225,8 @@ def kernels_of_run(run_dir: str) -> list[dict[str, Any]]:
         m = _WINDOW_FILE_RE.search(os.path.basename(path))
         window, pid = (int(m.group(1)), int(m.group(2))) if m else (0, -1)
         try:
-            trace = load_trace(path)
-        except (ValueError, OSError):
+            trace = load_trace(path, follow=False)
+        except ValueError:
             continue
         for row in parse_trace(trace, window, starts.get((window, pid))).kernels:
             row["pid"] = pid
@@ -229,9 +239,9 @@ def read_kineto(path: str) -> Run:
     `ProfilerStep#N`, ranges from `user_annotation`; DiagError if it is no such trace."""
     try:
         trace = load_trace(path)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DiagError(f"{path}: not a readable trace JSON ({str(exc).splitlines()[0][:120]})") from None
-    parsed = parse_trace(trace)
+        parsed = parse_trace(trace)
+    except ValueError as exc:
+        raise DiagError(f"{path}: not a readable trace JSON ({(str(exc).splitlines() or [''])[0][:120]})") from None
     pid = parsed.pid if parsed.pid is not None else -1
     for row in parsed.kernels:
         row["pid"] = pid
@@ -241,7 +251,11 @@ def read_kineto(path: str) -> Run:
     start, end = span(tables)
     tables["windows"] = [{"window": 0, "ts_ns": start, "dur_ns": end - start, "steps": len(parsed.steps),
                           "profiler_start_ns": 0, "trace": os.path.basename(path), "pid": pid}]
-    devices = [{"index": d.get("id", i), "name": d.get("name", ""), "memory_bytes": d.get("totalGlobalMem", 0)}
-               for i, d in enumerate(trace.get("deviceProperties") or []) if isinstance(d, dict)]
+    props = trace.get("deviceProperties")
+    devices = [{"index": _int(d.get("id", i), i), "name": _str(d.get("name", "")),
+                "memory_bytes": _int(d.get("totalGlobalMem", 0), 0)}
+               for i, d in enumerate(props if isinstance(props, list) else []) if isinstance(d, dict)]
     gpu = {"count": len(devices), "devices": devices} if devices else {}
-    return trace_run(path, "kineto", "torch.profiler", tables, gpu)
+    run = trace_run(path, "kineto", "torch.profiler", tables, gpu)
+    run.manifest["imported_from"]["skipped_rows"] = parsed.skipped
+    return run

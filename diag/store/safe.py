@@ -39,7 +39,7 @@ MAX_SMALL_BYTES = 64 << 20  # run.json, rule and policy files
 MAX_LINE_BYTES = 64 << 20  # one raw JSON line
 
 
-def _env_number(name: str, default: float) -> float:
+def env_number(name: str, default: float) -> float:
     try:
         value = float(os.environ.get(name, default))
     except ValueError:
@@ -51,12 +51,12 @@ def _env_number(name: str, default: float) -> float:
 
 def max_trace_bytes() -> int:
     """The largest trace or raw file read, plain or decompressed (env DIAG_MAX_TRACE_BYTES)."""
-    return int(_env_number("DIAG_MAX_TRACE_BYTES", DEFAULT_MAX_TRACE_BYTES))
+    return int(env_number("DIAG_MAX_TRACE_BYTES", DEFAULT_MAX_TRACE_BYTES))
 
 
 def max_gzip_ratio() -> float:
     """Decompressed/compressed size above which a gzip is taken for a bomb (env DIAG_MAX_GZIP_RATIO)."""
-    return _env_number("DIAG_MAX_GZIP_RATIO", DEFAULT_GZIP_RATIO)
+    return env_number("DIAG_MAX_GZIP_RATIO", DEFAULT_GZIP_RATIO)
 
 
 def _too_big(path: str, limit: int, what: str = "file") -> DiagError:
