@@ -41,19 +41,27 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", choices=sorted(SHAPES), default="comm")
     ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: gloo and float32, 16x smaller shapes (a CPU box's stand-in for the GPU job)")
     args = ap.parse_args()
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     tokens, width, reduce_each = SHAPES[args.kind]
-    model = Layers(width, reduce_each).to(device="cuda", dtype=torch.bfloat16).eval()
-    x = torch.randn(tokens, width, device="cuda", dtype=torch.bfloat16) * 0.01
-    stop = torch.zeros(1, device="cuda")
+    if args.device == "cuda":
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+        dtype = torch.bfloat16
+    else:
+        dist.init_process_group("gloo")
+        tokens, width, dtype = tokens // 16, width // 4, torch.float32
+    model = Layers(width, reduce_each).to(device=args.device, dtype=dtype).eval()
+    x = torch.randn(tokens, width, device=args.device, dtype=dtype) * 0.01
+    stop = torch.zeros(1, device=args.device)
     steps, t0 = 0, time.perf_counter()
     with torch.inference_mode():
         for _ in range(10):  # warm-up
             model(x)
-        torch.cuda.synchronize()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         while True:
             model(x)
@@ -63,12 +71,13 @@ def main() -> None:
                 dist.broadcast(stop, src=0)
                 if stop.item():
                     break
-    torch.cuda.synchronize()
+    if args.device == "cuda":
+        torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
     if rank == 0:
         world = dist.get_world_size()
         print(f"tp_linear[{args.kind}] world {world}: {steps} steps in {elapsed:.2f} s "
-              f"= {steps / elapsed:.1f} steps/s on cuda", flush=True)
+              f"= {steps / elapsed:.1f} steps/s on {args.device}", flush=True)
     dist.destroy_process_group()
 
 
