@@ -177,7 +177,7 @@ evidence = ["steady.copy_share"]
     '[[rule]]\nid = "a"\ntitle = "t"\nwhen = "steady.copy_share > 0"\nevidence = ["steady.copy_share"]\n'
     'recommendation = [{text = 5, gain = "1", expected_gain = 3}]\n',
     RULE.replace("{title}", "t").replace("{when}", "not " * 50_000 + "steady.copy_share > 0"),
-    RULE.replace("{title}", "t").replace("{when}", "(" * 200 + "steady.copy_share" + ")" * 200 + " > 0"),
+    RULE.replace("{title}", "t").replace("{when}", "abs(" * 200 + "steady.copy_share" + ")" * 200 + " > 0"),
     RULE.replace("{title}", "t").replace("{when}", "steady.copy_share > " + "9" * 5000),
     RULE.replace("{title}", "{steady.copy_share:>2000000000}").replace("{when}", "steady.copy_share > 0"),
     RULE.replace("{title}", "{steady.copy_share:.2000000000f}").replace("{when}", "steady.copy_share > 0"),

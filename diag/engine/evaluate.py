@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from simpleeval import InvalidExpression, SimpleEval
+from simpleeval import DEFAULT_OPERATORS, InvalidExpression, SimpleEval
 
 # a quoted string (left alone) or a dotted name (a metric)
 _TOKEN = re.compile(r"""("[^"\\]*"|'[^'\\]*')|(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)""")
@@ -55,6 +55,41 @@ FUNCTIONS: dict[str, Any] = {"min": min, "max": max, "abs": abs, "ramp": ramp, "
                              "amdahl": amdahl, "limit": limit}
 _OPTIONAL = ("value", "has")  # functions that read a metric by its quoted name
 
+# Caps that keep a hostile rule file from taking time or memory (issue 9): an expression
+# is short and shallow, its numbers modest, and its arithmetic done in floats, so
+# `9**3999999` overflows at once (no value) instead of building a 3.8-million-digit int.
+MAX_EXPR_CHARS = 1000
+MAX_EXPR_DEPTH = 32
+MAX_EXPR_NODES = 400
+MAX_CONSTANT = 1e18
+MAX_FORMAT_WIDTH = 200
+MAX_FORMAT_PRECISION = 50
+
+
+def _float(x: Any) -> float:
+    if isinstance(x, (int, float)):  # bool included: True + 1 stays 2
+        return float(x)
+    raise TypeError(f"not a number: {type(x).__name__}")
+
+
+def _arith(fn: Any) -> Any:
+    def apply(a: Any, b: Any) -> float:
+        return fn(_float(a), _float(b))
+
+    return apply
+
+
+# Numbers only: no bit operations, no `in`/`is`, no repetition of strings.
+OPERATORS: dict[type, Any] = {
+    **{k: v for k, v in DEFAULT_OPERATORS.items()
+       if k in (ast.Eq, ast.NotEq, ast.Gt, ast.Lt, ast.GtE, ast.LtE, ast.Not)},
+    ast.Add: _arith(lambda a, b: a + b), ast.Sub: _arith(lambda a, b: a - b),
+    ast.Mult: _arith(lambda a, b: a * b), ast.Div: _arith(lambda a, b: a / b),
+    ast.FloorDiv: _arith(lambda a, b: a // b), ast.Mod: _arith(lambda a, b: a % b),
+    ast.Pow: _arith(math.pow),  # OverflowError or ValueError, never a huge int or a complex
+    ast.USub: lambda a: -_float(a), ast.UAdd: lambda a: _float(a),
+}
+
 
 class _Missing(Exception):
     """A metric the expression needs has no value in this run."""
@@ -85,17 +120,22 @@ class Expr:
         def has(name: str) -> bool:
             return metrics.get(name) is not None
 
-        ev = SimpleEval(functions={**FUNCTIONS, "value": value, "has": has}, names=names)
+        ev = SimpleEval(operators=OPERATORS, functions={**FUNCTIONS, "value": value, "has": has}, names=names)
         try:
-            return ev.eval(self.source, previously_parsed=self._tree)
-        except (InvalidExpression, ZeroDivisionError, TypeError, ValueError, OverflowError):
+            out = ev.eval(self.source, previously_parsed=self._tree)
+        except (InvalidExpression, ZeroDivisionError, TypeError, ValueError, OverflowError, KeyError):
             return None
+        if isinstance(out, float) and not math.isfinite(out):
+            return None  # an overflow to inf says nothing a rule could use
+        return out
 
 
 def compile_expr(source: str, known: Iterable[str]) -> Expr:
     """Check and parse an expression; ValueError says what is wrong with it."""
     if not isinstance(source, str) or not source.strip():
         raise ValueError("empty expression")
+    if len(source) > MAX_EXPR_CHARS:
+        raise ValueError(f"expression longer than {MAX_EXPR_CHARS} characters")
     known = set(known)
     used: set[str] = set()
 
@@ -110,6 +150,8 @@ def compile_expr(source: str, known: Iterable[str]) -> Expr:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"cannot parse {source!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"expression nested too deeply: {source[:60]!r}...") from None
     optional: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -129,10 +171,33 @@ def compile_expr(source: str, known: Iterable[str]) -> Expr:
         if isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda, ast.ListComp, ast.DictComp,
                              ast.SetComp, ast.GeneratorExp, ast.NamedExpr)):
             raise ValueError(f"unsupported syntax in {source!r}")
+    _check_size(tree, source)
     unknown = sorted(m for m in used | optional if m not in known)
     if unknown:
         raise ValueError(f"unknown metric {unknown[0]!r} in {source!r}")
     return Expr(text, frozenset(used), frozenset(optional), SimpleEval.parse(text))
+
+
+def _check_size(tree: ast.AST, source: str) -> None:
+    """ValueError if the tree is deeper or larger than the caps, or holds a huge number or a
+    string that is not a metric name of value()/has()."""
+    names_ok = {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                and isinstance(n.func, ast.Name) and n.func.id in _OPTIONAL}
+    stack, count = [(tree, 1)], 0
+    while stack:  # iterative: a deep tree must not exhaust Python's own stack here
+        node, depth = stack.pop()
+        count += 1
+        if depth > MAX_EXPR_DEPTH or count > MAX_EXPR_NODES:
+            raise ValueError(f"expression too complex (more than {MAX_EXPR_DEPTH} levels or "
+                             f"{MAX_EXPR_NODES} parts): {source[:60]!r}")
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, (int, float, complex)) and not isinstance(v, bool) \
+                    and not (isinstance(v, (int, float)) and abs(v) <= MAX_CONSTANT):
+                raise ValueError(f"number out of range (at most {MAX_CONSTANT:g}) in {source[:60]!r}")
+            if isinstance(v, (str, bytes)) and id(node) not in names_ok:
+                raise ValueError(f"text is only allowed as the metric name of value()/has() in {source[:60]!r}")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 _OPS: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
@@ -207,9 +272,11 @@ class _Template(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if value is None:
             return "n/a"
+        if check_format_spec(format_spec) is not None:
+            format_spec = ""  # never a 2 GB padding: the checked template cannot get here
         try:
             return format(value, format_spec)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return str(value)
 
 
@@ -221,6 +288,33 @@ def render(template: str, values: Mapping[str, Any]) -> str:
     return _FORMATTER.vformat(template, (), dict(values))
 
 
+# [[fill]align][sign][z][#][0][width][grouping][.precision][type]
+_SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)[_,]?(?:\.(\d+))?[bcdeEfFgGnosxX%]?", re.S)
+
+
+def check_format_spec(spec: str) -> str | None:
+    """None if `spec` is a plain format spec within the caps, else what is wrong with it."""
+    m = _SPEC.fullmatch(spec)
+    if not m or "{" in spec:
+        return f"format spec {spec[:40]!r} not understood"
+    width, precision = m.group(1), m.group(2)
+    if width and (len(width) > 4 or int(width) > MAX_FORMAT_WIDTH):
+        return f"format width {width[:12]} over {MAX_FORMAT_WIDTH}"
+    if precision and (len(precision) > 4 or int(precision) > MAX_FORMAT_PRECISION):
+        return f"format precision {precision[:12]} over {MAX_FORMAT_PRECISION}"
+    return None
+
+
 def template_fields(template: str) -> list[str]:
-    """The field names a template uses; ValueError if it does not parse."""
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+    """The field names a template uses; ValueError if it does not parse or a format spec is
+    nested or beyond the caps (MAX_FORMAT_WIDTH, MAX_FORMAT_PRECISION)."""
+    fields = []
+    for _, f, spec, _ in string.Formatter().parse(template):
+        if f is None:
+            continue
+        problem = check_format_spec(spec or "")
+        if problem:
+            raise ValueError(problem)
+        if f:
+            fields.append(f)
+    return fields

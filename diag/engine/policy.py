@@ -18,6 +18,7 @@ from typing import Any
 from diag.engine.diagnosis import LABELS
 from diag.engine.rules import POLICY_FILE, rules_root
 from diag.errors import DiagError
+from diag.store.safe import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,8 +74,7 @@ def load_policy(rule_dirs: tuple[str, ...] | list[str] = ()) -> Policy:
     name, text = builtin_policy_text()
     merged = _merge({}, name, _parse(name, text))
     for path in user:
-        with open(path, encoding="utf-8") as f:
-            merged = _merge(merged, path, _parse(path, f.read()))
+        merged = _merge(merged, path, _parse(path, read_text(path)))  # regular UTF-8 file, size-capped
     return _policy(" + ".join(user), merged)
 
 

@@ -43,6 +43,7 @@ from diag.analysis.metrics import BY_NAME
 from diag.engine.diagnosis import LABELS, SEVERITIES
 from diag.engine.evaluate import Expr, bound_text, bounds, compile_expr, parse_bound, template_fields
 from diag.errors import DiagError
+from diag.store.safe import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -119,7 +120,7 @@ def load_rules(rule_dirs: tuple[str, ...] | list[str] = ()) -> list[Rule]:
         paths = sorted(p for p in Path(d).glob("*.toml") if _is_rule_file(p.name))
         if not paths and not (Path(d) / POLICY_FILE).is_file():
             raise DiagError(f"--rules {d}: no .toml rule files in it")
-        files += [(str(p), p.read_text(encoding="utf-8")) for p in paths]
+        files += [(str(p), read_text(str(p))) for p in paths]  # regular UTF-8 files, size-capped
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     for name, text in files:
@@ -143,11 +144,20 @@ def parse_rule_file(name: str, text: str) -> list[Rule]:
     raw = data.get("rule")
     if not isinstance(raw, list) or not raw:
         raise DiagError(f"{name}: no [[rule]] tables")
-    return [_rule(name, i, r) for i, r in enumerate(raw)]
+    rules = []
+    for i, r in enumerate(raw):
+        if not isinstance(r, dict):
+            raise DiagError(f"{name}: rule #{i + 1} is not a table (write [[rule]] tables)")
+        try:
+            rules.append(_rule(name, i, r))
+        except (TypeError, AttributeError, RecursionError) as exc:  # a type no check above foresaw
+            raise DiagError(f"{name}: rule #{i + 1}: a value of the wrong type ({exc.__class__.__name__})") from None
+    return rules
 
 
 def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
-    where = f"{name}: rule {r.get('id', f'#{index + 1}')!r}"
+    rid = r.get("id")
+    where = f"{name}: rule {rid if isinstance(rid, str) and len(rid) < 80 else f'#{index + 1}'!r}"
 
     def fail(problem: str) -> DiagError:
         return DiagError(f"{where}: {problem}")
@@ -160,6 +170,9 @@ def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
         raise fail(f"unknown key {sorted(unknown)[0]!r}")
     if not isinstance(r["id"], str) or not r["id"]:
         raise fail("id must be a non-empty string")
+    for key in ("when", "score", "label", "severity"):
+        if key in r and not isinstance(r[key], str) and not (key == "score" and isinstance(r[key], (int, float))):
+            raise fail(f"{key} must be a string")
     label = r.get("label")
     if label is not None and label not in LABELS:
         raise fail(f"unknown label {label!r} (one of {', '.join(LABELS)})")
@@ -180,7 +193,7 @@ def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
     for item in items:
         metric, threshold = (item, "") if isinstance(item, str) else (
             (item.get("metric"), str(item.get("threshold", ""))) if isinstance(item, dict) else (None, ""))
-        if metric not in known:
+        if not isinstance(metric, str) or metric not in known:
             raise fail(f"evidence names unknown metric {metric!r}")
         if metric in derived:
             # the threshold shown is the one `when` applies: typed once, or checked equal
@@ -191,12 +204,17 @@ def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
         evidence.append(EvidenceSpec(metric, threshold))
     _check_template(fail, "title", r["title"])
     recs = []
+    if not isinstance(r.get("recommendation", []), list):
+        raise fail("recommendation must be [[rule.recommendation]] tables")
     for rec in r.get("recommendation", []):
         if not isinstance(rec, dict) or "text" not in rec:
             raise fail("each [[rule.recommendation]] needs text")
         unknown = set(rec) - REC_KEYS
         if unknown:
             raise fail(f"unknown recommendation key {sorted(unknown)[0]!r}")
+        bad = next((k for k in REC_KEYS if k in rec and not isinstance(rec[k], str)), None)
+        if bad:
+            raise fail(f"recommendation {bad} must be a string")
         try:
             gain = compile_expr(rec["gain"], known) if "gain" in rec else None
             rwhen = compile_expr(rec["when"], known) if "when" in rec else None
