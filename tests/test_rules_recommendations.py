@@ -107,6 +107,18 @@ CASES = [
      {"steady__kernel_elementwise_share": 0.1}, "torch.compile"),
     ("gc.pause_share", dict(CPU, steady__gc_share=0.15, steady__gc_pause_max_ms=50),
      {"steady__gc_share": 0.001}, "gc.freeze()"),
+    ("graphs.host_between_replays", dict(GPU, run__cuda_graphs=1, steady__outside_model_share=0.6, steady__gpu_busy=0.3,
+                                         steady__cuda_graph_steps_share=1.0, steady__syncs_per_step=1),
+     {"run__cuda_graphs": 0}, "non_blocking=True"),
+    ("graphs.small_work_per_replay", dict(GPU, run__cuda_graphs=1, steady__cuda_graph_steps_share=1.0, steady__batch_p50=1,
+                                          steady__kernel_mean_us=2, steady__sm_active=0.1),
+     {"steady__batch_p50": 64}, "torch.cuda.graph(g)"),
+    ("graphs.compiled_call_overhead", dict(GPU, run__compiled=1, run__cuda_graphs=1, steady__inside_model_share=0.9,
+                                           steady__gpu_busy_kernels=0.2, steady__step_mean_ms=0.1),
+     {"run__compiled": 0}, "skip_guard_eval_unsafe"),
+    ("graphs.recompiles", dict(GPU, run__compiled=1, run__recompiles=8, coldstart__compile_s=30, run__duration_s=100),
+     {"run__recompiles": 0}, "mark_dynamic"),
+    ("graphs.graph_breaks", dict(GPU, run__compiled=1, run__graph_breaks=3), {"run__graph_breaks": 0}, "fullgraph=True"),
 ]
 
 

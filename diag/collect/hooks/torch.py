@@ -27,8 +27,11 @@ Installed by diag.collect.hooks right after the target imports torch.
   `torch.cuda.nvtx.range`, which calls them) become ranges with source
   `torch.cuda.nvtx`; `mark` becomes a `mark` event. The originals are always
   called, so Nsight Systems still sees them.
+- CUDA graphs and torch.compile (hooks/cuda_graph.py): an outermost
+  `CUDAGraph.replay()` is a step (source `cuda_graph`) timed the same way
+  (`timed_call`); captures, compile arguments and dynamo's counters are events.
 Compiled code (torch.compile) bypasses these Python entry points inside its
-graphs; the outermost call of a compiled module is still a step.
+graphs; the outermost call of a compiled module is still one step.
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ class TorchHooks:
         self.describe = self._describe  # bound once: the step path passes it on every step
         self.nvtx_local = threading.local()
         self.nvtx_started: dict[Any, tuple[str, int, int]] = {}
+        self.graphs: Any = None          # the CUDA-graph / torch.compile hooks (hooks/cuda_graph.py)
+        self.capture_graph: Any = None   # the CUDA graph being captured now, if any
 
     # -- install ---------------------------------------------------------------
 
@@ -144,12 +149,18 @@ class TorchHooks:
         self._try("torch.load", self._install_load)
         if self.opts.get("nvtx", True):
             self._try("torch.cuda.nvtx", self._install_nvtx)
+        self._try("cuda_graphs", self._install_graphs)
         rec.flush_hooks.append(lambda final: self.resolve(block=final))
         if self.opts.get("kernel_windows"):
             self._try("kernel_windows", self._install_kernel_windows)
         atexit.register(self.resolve, True)  # after torch's own import: runs before CUDA teardown
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork_child)
+
+    def _install_graphs(self) -> None:
+        from . import cuda_graph
+
+        self.graphs = cuda_graph.install(self.rec, self.torch, self)
 
     def _install_kernel_windows(self) -> None:
         from .. import kernel_windows
@@ -197,10 +208,16 @@ class TorchHooks:
 
     def _step(self, call: Any, mod: Any, args: tuple, kwargs: dict) -> Any:
         """One outermost module call; `call` is the module's own call (bound)."""
-        rec = self.rec
         if self.tracing is not None and self.tracing() is not None:
             return call(*args, **kwargs)  # torch.jit.trace running the model: not inference
-        row = rec.begin_step("torch", self.describe, mod, args, kwargs)
+        return self.timed_call("torch", self.describe, mod, call, args, kwargs)
+
+    def timed_call(self, source: str, describe: Any, subject: Any, call: Any, args: tuple, kwargs: dict) -> Any:
+        """`call(*args, **kwargs)` as a step of `subject` (module, CUDA graph), GPU-timed with CUDA events."""
+        rec = self.rec
+        row = rec.begin_step(source, describe, subject, args, kwargs)
+        if row is not None and self.capture_graph is not None and self.graphs is not None:
+            self.graphs.captured_step(self.capture_graph, row)  # this step's description names the graph
         events = None
         if row is not None and row[WEIGHT] and self.cuda_events:
             try:
