@@ -25,15 +25,19 @@ def parse_args(
     seconds: float = 20.0,
     cuda_available: Callable[[], bool] = torch_sees_cuda,
     cuda_required: bool = True,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> argparse.Namespace:
     """Parse the common flags; `args.device` comes back as "cpu" or "cuda".
 
     `cuda_required=False` lets `--device cuda` through on a machine without a GPU
-    (for runtimes that fall back to the CPU by themselves).
+    (for runtimes that fall back to the CPU by themselves); `extra(parser)` adds a
+    workload's own flags.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--seconds", type=float, default=seconds, help="how long to run")
+    if extra is not None:
+        extra(parser)
     args = parser.parse_args()
     if args.device == "auto":
         args.device = "cuda" if cuda_available() else "cpu"
