@@ -318,6 +318,7 @@ def test_nsight_path_is_escaped_in_the_uri(tmp_path, capsys, monkeypatch, name: 
 def test_tui_shows_markup_and_wrong_types_as_text(tmp_path) -> None:
     import asyncio
 
+    from textual.widgets import Static
     from tui_support import canned_diagnosis, wait_loaded
 
     from diag.store.run import open_run
@@ -336,7 +337,10 @@ def test_tui_shows_markup_and_wrong_types_as_text(tmp_path) -> None:
         app.animation_level = "none"
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_loaded(pilot)
-            await pilot.press("7")
-            await wait_loaded(pilot)
+            assert "[/]" in str(app.query_one("#run-line", Static).render())
+            for key in "27":  # findings (titles in an OptionList), run (every manifest field)
+                await pilot.press(key)
+                await wait_loaded(pilot)
+                assert [str(s.render()) for s in app.query(".problem").results(Static)] == []
 
     asyncio.run(go())

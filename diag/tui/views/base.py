@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
@@ -67,7 +68,7 @@ class View(Vertical):
             self.show(message.data)
         except Exception as exc:  # noqa: BLE001 - same as above, for the widget-building half
             await self.remove_children()
-            self.mount(Static(f"could not show this view: {exc.__class__.__name__}: {exc}", classes="problem"))
+            self.mount(Static(Text(f"could not show this view: {exc.__class__.__name__}: {exc}"), classes="problem"))
         self.ready = True
         if self.filter_text:
             self.apply_filter(self.filter_text)
@@ -76,7 +77,7 @@ class View(Vertical):
     async def on_view_failed(self, message: Failed) -> None:
         message.stop()
         await self.query(".loading").remove()
-        self.mount(Static(message.text, classes="problem"))
+        self.mount(Static(Text(message.text), classes="problem"))
         self.ready = True
 
     def load(self, source: Source) -> Any:

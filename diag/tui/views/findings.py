@@ -77,7 +77,7 @@ class FindingsView(View):
     def _fill(self) -> None:
         options = self.query_one("#finding-list", OptionList)
         options.clear_options()
-        options.add_options([Option(f"{SEVERITY_MARK.get(f.severity, '   ')} {f.title}") for f in self.shown])
+        options.add_options([Option(Text(f"{SEVERITY_MARK.get(f.severity, '   ')} {f.title}")) for f in self.shown])
         if self.shown:
             options.highlighted = 0
         else:

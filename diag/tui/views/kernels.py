@@ -42,7 +42,7 @@ class KernelsView(View):
 
     def show(self, data: KernelsData) -> None:
         if data.top.empty and data.categories.empty:
-            self.mount(Static(data.note, classes="notice"))
+            self.mount(Static(Text(data.note), classes="notice"))
             return
         body = VerticalScroll(id="kernels-body")
         self.mount(body)
@@ -66,4 +66,4 @@ class KernelsView(View):
         # The table clips long names; the highlighted kernel's full name shows under it.
         if event.data_table.id == "kernel-top" and isinstance(event.data_table, FrameTable):
             row = event.data_table.shown_row(event.cursor_row)
-            self.query_one("#kernel-name", Static).update(row[0] if row else "")
+            self.query_one("#kernel-name", Static).update(Text(str(row[0]) if row else ""))

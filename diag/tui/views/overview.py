@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
@@ -56,7 +57,7 @@ class OverviewView(View):
     def compose(self):  # noqa: ANN201
         # The manifest is already in memory: paint the run at once, the verdict when diagnose() is done.
         yield Static("Diagnosing…", id="verdict", classes="label-pending")
-        yield Static(run_line(self.source.manifest), id="run-line")
+        yield Static(Text(run_line(self.source.manifest)), id="run-line")  # Text: argv is no markup
         yield from super().compose()
 
     def load(self, source: Source) -> OverviewData:

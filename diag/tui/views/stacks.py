@@ -68,7 +68,7 @@ class StacksView(View):
             self.mount(Static("Steady-state time", classes="section"))
             self.mount(Static(breakdown_text(data.breakdown), id="breakdown"))
         if data.frames.empty:
-            self.mount(Static(data.note, classes="problem"))
+            self.mount(Static(Text(data.note), classes="problem"))
             return
         present = set(data.frames["phase"])
         order = [p for p in data.phase_order if p in present] + sorted(present - set(data.phase_order))
@@ -107,4 +107,4 @@ class StacksView(View):
         # Long frames are clipped in the table; the highlighted one shows in full under it.
         if event.data_table.id == "frames" and isinstance(event.data_table, FrameTable):
             row = event.data_table.shown_row(event.cursor_row)
-            self.query_one("#frame-name", Static).update(row[0] if row else "")
+            self.query_one("#frame-name", Static).update(Text(str(row[0]) if row else ""))
