@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hooks_support import make_run_dir, target_env, write_script
 
 from diag.collect.recorder import Recorder
 from diag.store import jsonl
 from diag.store.jsonl import JsonlWriter
 from diag.store.manifest import read_manifest
 from diag.store.run import open_run, seal
-from hooks_support import make_run_dir, target_env, write_script
 
 # A target that makes N steps through the recorder's own lifecycle (the path every hook takes).
 STEPS = """
@@ -232,8 +232,9 @@ def test_a_planted_symlink_receives_nothing(tmp_path: Path) -> None:
 # -- the verdict says what it rests on -------------------------------------------------------------------
 
 def test_partial_run_verdict_says_what_it_rests_on(tmp_path: Path) -> None:
-    from diag.engine.diagnose import diagnose
     import analysis_fixtures as F
+
+    from diag.engine.diagnose import diagnose
 
     b = F.RunBuilder(str(tmp_path / "run"))
     F._loop(b, 0.010, 0.95)
@@ -244,3 +245,25 @@ def test_partial_run_verdict_says_what_it_rests_on(tmp_path: Path) -> None:
     top = d.findings[0]
     assert top.rule == "run.partial" and top.severity == "high"
     assert "rests on" in top.title and "87%" in top.title and "file size limit" in top.title
+
+
+def test_profile_under_a_file_size_limit_says_so(tmp_path: Path) -> None:
+    """The repro end to end: `ulimit -f` around `diag profile`; run.json, the console and the JSON verdict say it."""
+    script = write_script(tmp_path, STEPS + "steps(30000)\n")
+    out, verdict = tmp_path / "run", tmp_path / "verdict.json"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 1024, 512 * 1024))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIAG_")}
+    proc = subprocess.run([sys.executable, "-m", "diag", "profile", "--out", str(out), "--no-stacks", "--no-gpu",
+                           "--json", str(verdict), "--", sys.executable, str(script)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180, preexec_fn=limit)
+    assert proc.returncode == 0, proc.stderr
+    m = read_manifest(str(out))
+    assert m["partial"] is True and m["collectors"]["hooks"]["status"] == "degraded"
+    assert "of 30 000 steps lost (file size limit)" in m["collectors"]["hooks"]["reason"]
+    assert "degraded" in proc.stderr and "file size limit" in proc.stderr
+    d = json.loads(verdict.read_text())
+    assert d["run"]["partial"] is True
+    assert d["findings"][0]["rule"] == "run.partial" and "rests on" in d["findings"][0]["title"]

@@ -315,11 +315,13 @@ def _kernel_status(run_dir: str, opts: ProfileOptions) -> dict[str, Any]:
 def _seal(run_dir: str, manifest: dict[str, Any]) -> None:
     """Raw rows to Parquet; the run stays readable (partial) if this fails."""
     try:
+        from diag.store.loss import mark_loss
         from diag.store.run import seal
 
-        seal(run_dir)
+        loss = seal(run_dir)
     except Exception as exc:  # noqa: BLE001 - the raw rows are still there
         _warn(f"could not write Parquet tables ({exc}); the run stays readable from raw/")
         return
     manifest["partial"] = False
+    mark_loss(manifest, loss)  # rows lost while recording: partial again, hooks degraded (store/loss.py)
     write_manifest(run_dir, manifest)

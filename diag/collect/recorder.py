@@ -92,10 +92,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..store.jsonl import JsonlWriter
+from ..store.jsonl import RAW_DIR, JsonlWriter, os_error_text
 from ..store.steps import DUR, MODEL, SEQ, SOURCE, STEP_COLUMNS, STEP_LAYOUT, SYNCS, TS, WEIGHT
 from .options import defaults as _option_defaults
 from .redact import redact_argv
+from .request_context import CURRENT_REQUEST, RANGE_DEPTH  # noqa: F401 - RANGE_DEPTH: diag/api.py reads it here
 
 TABLES = ("steps", "copies", "syncs", "ranges", "events", "meta")
 
@@ -123,6 +124,7 @@ class ThreadState(threading.local):
     depth = 0        # >0 while inside an outermost step (module call / ORT run)
     syncs = 0        # synchronizing calls made inside the current step
     range_depth = 0  # open NVTX / diag ranges on this thread
+    draining = False  # this thread is writing rows out (a fork from a signal handler must not flush then)
 
 
 class Recorder:
@@ -136,6 +138,8 @@ class Recorder:
         self.in_window = False
         self.on_step_end: list[Callable[[int], None]] = []
         self.seq_counter = itertools.count()  # step numbers of this process
+        self.seq_start = 0  # the first of them (a forked child goes on from its parent's count)
+        self._born = time.monotonic()  # young processes flush often (_flush_loop)
         self._writers: dict[str, JsonlWriter] = {}
         self._writers_lock = threading.Lock()
         # Rows wait here (deque append/popleft are thread-safe) and are turned
@@ -149,6 +153,11 @@ class Recorder:
         self._gc_start = 0
         self._gc_start_wall = 0
         self.flush_hooks: list[Callable[[bool], None]] = []  # called with final=True at exit
+        # Rows lost before a writer had them (its file could not be opened, a row could not be
+        # encoded); the writers count their own write errors. The end record reports both.
+        self._dropped: dict[str, int] = {}
+        self._errors: dict[str, str] = {}
+        self._open_retry: dict[str, float] = {}  # a table whose file failed to open: next try then
         self._closed = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -280,13 +289,19 @@ class Recorder:
         buf = self._pending[table]
         if not buf:
             return
+        state = self.state
+        state.draining = True
+        rows: list[Any] = []
         try:
-            rows = []
             while True:
                 try:
                     rows.append(buf.popleft())
                 except IndexError:
                     break
+            w = self._open(table)
+            if w is None or w.failing():  # count, do not format: a disk that stays full costs nothing more
+                self._lose(table, len(rows), w)
+                return
             if table == "steps":
                 pid = self.pid
                 lines = [_step_line(r, pid) if type(r) is list else _encode(r) for r in rows]
@@ -295,8 +310,61 @@ class Recorder:
                     for r in rows:
                         r["detail"] = _encode(r["detail"])
                 lines = [_encode(r) for r in rows]
-            self._writer(table).write_lines(lines)
-        except Exception:  # noqa: BLE001 - never hurt the target: a failing disk loses rows
+            w.write_lines(lines)
+        except Exception as exc:  # noqa: BLE001 - never hurt the target: the rows are lost, and counted
+            self._lose(table, len(rows), None, exc)
+        finally:
+            state.draining = False
+
+    def _open(self, table: str) -> JsonlWriter | None:
+        """The table's writer, or None while its file cannot be opened (tried again after a while)."""
+        w = self._writers.get(table)
+        if w is not None:
+            return w
+        if self._open_retry.get(table, 0.0) > time.monotonic():
+            return None
+        try:
+            return self._writer(table)
+        except OSError as exc:  # e.g. EPERM (an immutable dir), ELOOP (a link planted at the name)
+            self._errors.setdefault(table, os_error_text(exc))
+            self._open_retry[table] = time.monotonic() + JsonlWriter.RETRY_S
+            return None
+
+    def _lose(self, table: str, n: int, writer: JsonlWriter | None, exc: Exception | None = None) -> None:
+        if writer is not None:
+            writer.drop(n)
+        else:
+            self._dropped[table] = self._dropped.get(table, 0) + n
+        if exc is not None:
+            self._errors.setdefault(table, os_error_text(exc) if isinstance(exc, OSError) else repr(exc)[:200])
+
+    def end_record(self) -> dict[str, Any]:
+        """What this process recorded: steps made, rows written and dropped per table, first errors."""
+        rows: dict[str, dict[str, int]] = {}
+        errors: dict[str, str] = {}
+        for table in sorted({*self._writers, *self._dropped, *self._errors}):
+            w = self._writers.get(table)
+            rows[table] = {"written": w.written if w else 0,
+                           "dropped": (w.dropped if w else 0) + self._dropped.get(table, 0)}
+            error = self._errors.get(table) or (w.error if w else "")
+            if error:
+                errors[table] = error
+        seq_next = next(self.seq_counter)
+        self.seq_counter = itertools.count(seq_next)
+        return {"pid": self.pid, "ts_ns": time.time_ns(), "seq_start": self.seq_start, "seq_next": seq_next,
+                "steps": seq_next - self.seq_start, "rows": rows, "errors": errors}
+
+    def _write_end(self) -> None:
+        # One small file per process, written last: its absence says the process left
+        # without this exit path (os._exit, a crash, SIGKILL) and its last rows may be lost.
+        try:
+            path = os.path.join(self.run_dir, RAW_DIR, f"end.{self.pid}.json")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, _encode(self.end_record()).encode() + b"\n")
+            finally:
+                os.close(fd)
+        except Exception:  # noqa: BLE001 - then the missing record is the signal
             pass
 
     def tid(self) -> int:
@@ -340,10 +408,11 @@ class Recorder:
         w = self.weight("ranges")
         if not w:
             return
+        req = CURRENT_REQUEST.get()  # the hooked request (ASGI/WSGI/generate) it ran in, if any
         self.write("ranges", {
             "ts_ns": ts_ns, "dur_ns": dur_ns, "tid": self.tid() if tid is None else tid,
             "name": name, "kind": "request" if name == "request" else "stage", "source": source,
-            "domain": domain or "", "depth": depth, "weight": w,
+            "domain": domain or "", "depth": depth, "weight": w, "rid": req.rid if req is not None else 0,
         })
 
     def meta(self, **values: Any) -> None:
@@ -403,8 +472,10 @@ class Recorder:
             w.flush()
 
     def _flush_loop(self) -> None:
+        # A young process flushes often (every 1/20 of its age, at least every 20 ms): one that
+        # leaves without cleanup (os._exit, a crash) loses at most ~5% of its life, not flush_s.
         interval = float(self.options.get("flush_s") or 1.0)
-        while not self._stop.wait(interval):
+        while not self._stop.wait(min(interval, max(0.02, (time.monotonic() - self._born) / 20))):
             self.flush()
 
     def close(self) -> None:
@@ -421,12 +492,13 @@ class Recorder:
         self._closed = True
         for w in list(self._writers.values()):
             w.close()
+        self._write_end()
 
     def start(self) -> None:
         """Begin recording: process facts, GC callback, flusher, exit handlers."""
         argv = redact_argv(sys.argv) if self.options.get("redact", True) else sys.argv  # docs/security.md
         self.meta(python=sys.version.split()[0], executable=sys.executable, argv=argv,
-                  diag_options=self.options)
+                  diag_options=self.options, seq_start=self.seq_start)
         start = process_start_ns()
         if start:
             self.event("process_start", "interpreter", ts_ns=start, dur_ns=max(0, time.time_ns() - start),
@@ -439,16 +511,22 @@ class Recorder:
         self._start_thread()
         _install_sigterm_flush(self)
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork_child)
+            os.register_at_fork(before=self._before_fork, after_in_child=self._after_fork_child)
 
     def _start_thread(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._flush_loop, name="diag-flush", daemon=True)
         self._thread.start()
 
+    def _before_fork(self) -> None:
+        # Write what is queued now, so a parent that later leaves through os._exit has lost less;
+        # not when this thread was interrupted while writing (a fork from a signal handler).
+        if not self.state.draining and not self._closed:
+            self.flush()
+
     def _after_fork_child(self) -> None:
-        # A forked child (DataLoader worker, multiprocessing) gets its own files;
-        # buffered rows belong to the parent, which writes them.
+        # A forked child (DataLoader worker, multiprocessing) gets its own files, counts and
+        # flusher; buffered rows belong to the parent, which writes them.
         for w in self._writers.values():
             try:
                 os.close(w._fd)
@@ -458,11 +536,15 @@ class Recorder:
         self._writers_lock = threading.Lock()
         self._pending = {t: collections.deque() for t in TABLES}
         self._seen = {}
+        self._dropped, self._errors, self._open_retry = {}, {}, {}
+        self._born = time.monotonic()
+        self.seq_start = next(self.seq_counter)  # step numbers go on from the parent's
+        self.seq_counter = itertools.count(self.seq_start)
         self._gc_pending = []
         self.state.tid = 0  # the forking thread lives on in the child under a new id
         self._threads_seen = set()
         self.pid = os.getpid()
-        self.meta(python=sys.version.split()[0], forked_from=os.getppid())
+        self.meta(python=sys.version.split()[0], forked_from=os.getppid(), seq_start=self.seq_start)
         self._start_thread()
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:

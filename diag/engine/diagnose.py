@@ -11,6 +11,7 @@ from diag.engine.evaluate import render
 from diag.engine.policy import Policy, builtin_policy, load_policy
 from diag.engine.rules import Rule, load_rules
 from diag.store.run import Run
+from diag.store.safe import int64, number
 
 # The verdict policy (thresholds, label priority) is data: rules/policy.toml.
 # Views that style scores read the built-in policy's strong/weak bounds.
@@ -62,6 +63,9 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
         findings.append(_no_verdict(lacking, phases, metrics))
     findings.sort(key=lambda f: (f.label == primary and primary is not None, f.label is not None,
                                  severity_rank(f.severity), f.score), reverse=True)
+    partial = _partial_finding(run)
+    if partial is not None:  # first: it says what every other finding rests on
+        findings.insert(0, partial)
     units = {k: unit(k) for k in metrics if k in BY_NAME}
     return Diagnosis(run=_run_info(run, metrics), primary=primary, scores=scores,
                      phases=[Phase(s.name, round(run.seconds(s.start_ns), 6), round(run.seconds(s.end_ns), 6))
@@ -159,6 +163,45 @@ def _no_verdict(lacking: str, phases: Phases, metrics: dict[str, float | None]) 
               Evidence("steady.gpu_busy", metrics.get("steady.gpu_busy"), "ratio")]
     return Finding(rule="verdict.insufficient_evidence" if lacking else "verdict.no_match", label=None,
                    severity="info", title=title, evidence=ev, recommendations=[Recommendation(text=text)])
+
+
+# What to do about each cause of loss (diag.store.loss.CAUSES), then the generic advice.
+_LOSS_FIXES = {
+    "file size limit": "raise the file-size limit (ulimit -f unlimited)",
+    "disk full": "free disk space or record elsewhere (--out DIR)",
+    "disk quota exceeded": "free quota or record elsewhere (--out DIR)",
+    "permission denied": "make the run directory writable",
+    "read-only file system": "record on a writable file system (--out DIR)",
+}
+
+
+def _partial_finding(run: Run) -> Finding | None:
+    """The recording lost rows (run.json `loss`, diag.store.loss): what the verdict rests on."""
+    loss = run.manifest.get("loss")
+    if not isinstance(loss, dict):
+        return None
+    seen, lost = number(loss.get("steps_seen")) or 0, number(loss.get("steps_lost")) or 0
+    share = lost / seen if seen > 0 and lost > 0 else None
+    until = int64(loss.get("recorded_until_ns"))
+    duration = run.duration_s
+    if until is not None and 0 <= run.seconds(until) <= duration:
+        rests = f"rests on the first {run.seconds(until):.2f} s of {duration:.1f} s"
+    else:
+        rests = "rests on incomplete step rows"
+    what = f"{share:.0%} of the steps were lost" if share else "rows were lost"
+    reason = str(loss.get("reason") or "")[:300]
+    title = f"Partial run: this verdict {rests}: {what}" + (f" ({reason})" if reason else "")
+    causes = [str(c) for c in loss.get("causes") or [] if isinstance(c, str)]
+    fixes = [_LOSS_FIXES[c] for c in causes if c in _LOSS_FIXES]
+    if loss.get("no_end"):
+        fixes.append("let the program exit normally (os._exit, a crash or a kill skip diag's last flush)")
+    text = ("Profile again after you " + "; ".join(fixes) + ".") if fixes else "Profile again."
+    ev = [Evidence("loss.steps_lost", lost, "count"), Evidence("loss.steps_seen", seen, "count")]
+    if share is not None:
+        ev.append(Evidence("loss.share", share, "ratio"))
+    return Finding(rule="run.partial", label=None, severity="high" if share is None or share >= 0.1 else "medium",
+                   title=title, evidence=ev,
+                   recommendations=[Recommendation(text=text, link="docs/run-format.md#what-can-be-lost")])
 
 
 def _run_info(run: Run, metrics: dict[str, float | None]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ lines, so a reader sees at worst a truncated last line after a SIGKILL.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -20,18 +21,32 @@ RAW_DIR = "raw"
 
 
 class JsonlWriter:
-    """Appends rows (dicts) to RUN/raw/<table>.<pid>.jsonl in batches."""
+    """Appends rows (dicts) to RUN/raw/<table>.<pid>.jsonl in batches.
+
+    The file is opened O_APPEND|O_CREAT|O_NOFOLLOW with mode 0600: a link planted
+    at its name gets nothing (OSError here). Lines that cannot be written (a full
+    disk, a file-size limit) are counted in `dropped`, never raised; `error` keeps
+    the first cause. After an error, lines are only counted for RETRY_S seconds
+    before the next try: no system call per flush on a disk that stays full.
+    """
+
+    RETRY_S = 10.0
 
     def __init__(self, run_dir: str, table: str, flush_rows: int = 256, flush_s: float = 0.5) -> None:
         raw = os.path.join(run_dir, RAW_DIR)
         os.makedirs(raw, exist_ok=True)
         self.path = os.path.join(raw, f"{table}.{os.getpid()}.jsonl")
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, WRITE_FLAGS, 0o600)
         self._buf: list[str] = []
         self._lock = threading.Lock()
         self._flush_rows = flush_rows
         self._flush_s = flush_s
         self._last_flush = time.monotonic()
+        self.written = 0  # lines written whole
+        self.dropped = 0  # lines lost to write errors
+        self.error = ""  # the first write error, e.g. "EFBIG: File too large"
+        self._retry_at = 0.0  # while monotonic() is below it, lines are counted, not written
+        self._torn = False  # the last write stopped inside a line: end it before the next one
 
     def write(self, row: dict[str, Any]) -> None:
         line = json.dumps(row, separators=(",", ":"), default=str)
@@ -47,17 +62,40 @@ class JsonlWriter:
             self._buf.extend(lines)
         self.flush()
 
+    def failing(self) -> bool:
+        """True while writes are suspended after an error (callers may count rows instead of formatting them)."""
+        return self._retry_at > time.monotonic()
+
+    def drop(self, n: int) -> None:
+        """Count `n` lines the caller did not hand over (see `failing`)."""
+        with self._lock:
+            self.dropped += n
+
     def flush(self) -> None:
         with self._lock:
             if not self._buf or self._fd < 0:
                 return
-            data = ("\n".join(self._buf) + "\n").encode()
-            self._buf.clear()
-            self._last_flush = time.monotonic()
+            lines, self._buf = self._buf, []
+            now = self._last_flush = time.monotonic()
+            if self._retry_at > now:
+                self.dropped += len(lines)
+                return
+            lead = b"\n" if self._torn else b""
+            data = lead + ("\n".join(lines) + "\n").encode()
+            done = 0
             try:
-                os.write(self._fd, data)
-            except OSError:
-                pass  # never hurt the target: a full disk loses rows, not the run
+                while done < len(data):
+                    done += os.write(self._fd, data[done:])  # a short write near a size limit: go on
+                self.written += len(lines)
+                self._torn = False
+                self._retry_at = 0.0
+            except OSError as exc:  # never hurt the target: count what is lost, say why
+                whole = max(0, data.count(b"\n", 0, done) - (1 if lead and done else 0))
+                self.written += whole
+                self.dropped += len(lines) - whole
+                self._torn = (self._torn and done == 0) or (done > 0 and data[done - 1:done] != b"\n")
+                self.error = self.error or os_error_text(exc)
+                self._retry_at = now + self.RETRY_S
 
     def close(self) -> None:
         self.flush()
@@ -65,6 +103,16 @@ class JsonlWriter:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+# Files diag appends to in raw/: never through a planted link, never inherited by a child's exec.
+WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def os_error_text(exc: OSError) -> str:
+    """'EFBIG: File too large': the errno name first, so readers can map it to a cause."""
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return f"{name}: {exc.strerror or exc}"
 
 
 def read_jsonl(path: str, skipped: dict[str, int] | None = None, table: str = "") -> list[dict[str, Any]]:

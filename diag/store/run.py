@@ -18,7 +18,8 @@ import pandas as pd
 from diag.errors import DiagError
 from diag.store.importers import formats_text
 from diag.store.jsonl import RAW_DIR, read_raw
-from diag.store.manifest import MANIFEST, read_manifest
+from diag.store.loss import find_loss, mark_loss
+from diag.store.manifest import MANIFEST, read_manifest, write_manifest
 from diag.store.safe import int64, number
 from diag.store.steps import TABLE_COLUMNS as STEP_TABLE_COLUMNS
 
@@ -212,8 +213,12 @@ def stored_tables(path: str) -> list[str]:
     return [n for n in names if n not in RAW_ONLY]
 
 
-def seal(path: str) -> None:
-    """Convert every table of the run into Parquet. Idempotent; raw files are kept."""
+def seal(path: str) -> dict[str, Any] | None:
+    """Convert every table of the run into Parquet. Idempotent; raw files are kept.
+
+    Returns what the recording lost (diag.store.loss), None if nothing; a lossy
+    run is marked in run.json (`partial`, `loss`, the hooks collector `degraded`).
+    """
     run = open_run(path)
     for name in stored_tables(path):
         df = run.table(name)
@@ -221,6 +226,12 @@ def seal(path: str) -> None:
         tmp = out + ".tmp"
         _to_parquet(df, tmp)
         os.replace(tmp, out)
+    loss = find_loss(path, run.table("steps"))
+    if loss:
+        manifest = read_manifest(path)
+        mark_loss(manifest, loss)
+        write_manifest(path, manifest)
+    return loss
 
 
 def _to_parquet(df: pd.DataFrame, out: str) -> None:

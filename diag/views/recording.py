@@ -41,5 +41,5 @@ def print_recording(manifest: dict[str, Any], run_dir: str, console: Console | N
     counts = {k: v for k, v in _count_rows(run_dir).items() if v}
     if counts:
         console.print("  rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    if manifest.get("partial"):
+    if manifest.get("partial") and not manifest.get("loss"):  # a lossy run says why in its hooks line
         console.print("  [yellow]partial run: tables are read from raw/ JSON lines[/]")
