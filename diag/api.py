@@ -1,7 +1,10 @@
 """diag's small in-program API: `diag.request()` and `diag.stage(name)`.
 
 Both are context managers (and decorators). Under `diag profile` they record a
-range into the run's `ranges` table; otherwise they do nothing.
+range into the run's `ranges` table; otherwise they do nothing. Nesting
+(`depth`) is tracked per context (contextvars), so they are safe in asyncio:
+concurrent requests on one event loop do not stack up. A range opened inside a
+request found by the server hooks (ASGI, WSGI, generate) carries its `rid`.
 """
 
 from __future__ import annotations
@@ -18,31 +21,43 @@ from typing import Any
 RECORDER_MODULES = ("_diag_rec.collect.recorder", "diag.collect.recorder")
 
 
-def active_recorder() -> Any:
-    """This process's recorder, or None outside `diag profile`."""
+def _recorder_module() -> Any:
+    """The recorder module holding this process's active recorder, or None outside `diag profile`."""
     for name in RECORDER_MODULES:
         module = sys.modules.get(name)
-        rec = module.active_recorder() if module is not None else None
-        if rec is not None:
-            return rec
+        if module is not None and module.active_recorder() is not None:
+            return module
     return None
+
+
+def active_recorder() -> Any:
+    """This process's recorder, or None outside `diag profile`."""
+    module = _recorder_module()
+    return module.active_recorder() if module is not None else None
 
 
 @contextlib.contextmanager
 def _range(name: str) -> Iterator[None]:
-    rec = active_recorder()
-    if rec is None:
+    module = _recorder_module()
+    if module is None:
         yield
         return
-    state = rec.state  # per thread: ranges open now, shared with the NVTX hooks
-    depth = state.range_depth
-    state.range_depth = depth + 1
+    rec = module.active_recorder()
+    # Open ranges are counted per context, not per thread: coroutines interleaved on one
+    # event loop each have their own depth (asyncio gives every task a copy of the context).
+    depth_var = module.RANGE_DEPTH
+    depth = depth_var.get()
+    token = depth_var.set(depth + 1)
     start = time.time_ns()
     try:
         yield
     finally:
-        state.range_depth = depth
-        rec.range(name, start, time.time_ns() - start, source="diag", depth=depth)
+        end = time.time_ns()
+        try:
+            depth_var.reset(token)
+        except ValueError:  # exited in another context than entered (a generator moved across tasks)
+            depth_var.set(depth)
+        rec.range(name, start, end - start, source="diag", depth=depth)
 
 
 def request() -> contextlib.AbstractContextManager[None]:

@@ -5,7 +5,8 @@ imports torch, onnxruntime or nvtx itself: when the target imports one of
 them, the finder lets the real finders locate it, wraps the loader for that
 one import to time it (an `import` event for torch and onnxruntime), then
 installs the matching hooks module (`hooks/torch.py`, `hooks/ort.py`,
-`hooks/nvtx.py`) on the freshly executed module. A hook that fails to install
+`hooks/nvtx.py`; for servers and `generate()`, `hooks/asgi.py`, `hooks/wsgi.py`,
+`hooks/generate.py`, watched by submodule name) on the freshly executed module. A hook that fails to install
 becomes a `note` event; the import itself always goes on unchanged.
 """
 
@@ -21,6 +22,18 @@ WATCHED: dict[str, tuple[str, str, bool]] = {
     "torch": (".torch", "torch", True),
     "onnxruntime": (".ort", "onnxruntime", True),
     "nvtx": (".nvtx", "nvtx", False),
+    # Servers and generation loops: requests found with no code change (asgi.py, wsgi.py,
+    # generate.py). Submodules are watched by their full name: each hooks module's
+    # INSTALLERS says what it patches there.
+    **{name: (".asgi", "serving", False) for name in (
+        "uvicorn.config", "uvicorn.server", "uvicorn.supervisors.multiprocess",
+        "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl",
+        "uvicorn.protocols.http.zttp_impl", "uvicorn.protocols.http.zttp_h2_impl",
+        "starlette.applications")},
+    **{name: (".wsgi", "serving", False) for name in (
+        "gunicorn.workers.base", "gunicorn.workers.sync", "gunicorn.workers.gthread", "gunicorn.arbiter",
+        "flask.app")},
+    "transformers.generation.utils": (".generate", "generate", False),
 }
 
 
