@@ -443,3 +443,38 @@ def test_cuda_steps_get_gpu_time_and_cost_little(tmp_path) -> None:
     late = steps[steps["seq"] >= 64]
     assert ((late["gpu_ns"] > 0) == (late["seq"] % 4 == 0)).all()
     assert (timed["gpu_ns"] < timed["dur_ns"] * 50).all()
+
+
+def test_hooks_step_aside_while_dynamo_traces() -> None:
+    """Every torch wrapper asks torch's own 'is dynamo tracing?' probe, so tracing adds no graph break."""
+    import types
+
+    from diag.collect.hooks.torch import compiling_probe
+
+    assert compiling_probe(torch) is torch.compiler.is_compiling
+    old = types.SimpleNamespace(_dynamo=types.SimpleNamespace(is_compiling=lambda: True))
+    assert compiling_probe(old)() is True  # torch before 2.3
+    assert compiling_probe(types.SimpleNamespace())() is False  # no dynamo at all
+
+
+def test_a_compiled_model_under_diag_has_no_graph_break(tmp_path) -> None:
+    run, proc = run_target(tmp_path, """
+        import torch, torch._dynamo.utils as u
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = torch.nn.Linear(8, 8)
+                self.b = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+            def forward(self, x):
+                x = x.to(torch.float32)
+                y = torch.empty_like(x)
+                y.copy_(x)
+                return self.b(self.a(y))
+        cm = torch.compile(M(), backend="eager")
+        for _ in range(3):
+            cm(torch.randn(2, 8, dtype=torch.float64))
+        print("BREAKS", sum(u.counters["graph_break"].values()))
+    """)
+    assert "BREAKS 0" in proc.stdout, proc.stderr[-2000:]
+    steps = run.table("steps")
+    assert len(steps) == 3 and set(steps["model"]) == {"M"}
