@@ -74,11 +74,10 @@ def importer_for(path: str) -> Importer:
     """The importer that reads the file at `path`; DiagError if it is missing or unreadable."""
     if not os.path.isfile(path):
         raise DiagError(f"{path}: no such trace file")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError as exc:
-        raise DiagError(f"{path}: cannot read ({exc.strerror})") from None
+    from diag.store.safe import open_regular
+
+    with open_regular(path) as f:  # DiagError if it is no regular file or cannot be read
+        head = f.read(SNIFF_BYTES)
     return next(i for i in IMPORTERS if i.sniff(path, head))
 
 
