@@ -84,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="profile a bundled sample workload end to end")
     d.add_argument("--out", "-o", metavar="RUN", help="run directory to create")
     d.add_argument("--seconds", type=float, default=8.0, help="how long the sample workload runs")
+
+    from diag.load.spec import add_load_arguments
+
+    lo = sub.add_parser("load", help="drive HTTP load at URL: latency percentiles, errors, SLOs, --sweep")
+    add_load_arguments(lo)
+    lo.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-load-<host>)")
+    lo.add_argument("--json", action="store_true", help="print only the result as one JSON object (diag.load/1)")
     return parser
 
 
@@ -103,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_profile(args, cmd)
         if rest:
             raise DiagError(f"unrecognized arguments: {' '.join(rest)}")
+        if args.command == "load":
+            return cmd_load(args, args_in[args_in.index("load") + 1:])
         return {"analyze": cmd_analyze, "tui": cmd_tui, "report": cmd_report, "demo": cmd_demo}[args.command](args)
     except DiagError as exc:
         print(f"diag: {exc.message}", file=sys.stderr)
@@ -242,6 +251,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     shown = argparse.Namespace(json_file=None, quiet=False, tui=False, rules=[],
                                html=os.path.join(rec.run_dir, "report.html"))
     return _finish(shown, rec)
+
+
+def cmd_load(args: argparse.Namespace, argv: list[str]) -> int:
+    """Drive load at URL (diag/load/); exit 0 when every SLO held, 1 when one broke or nothing answered."""
+    from diag.load.command import run_command
+
+    return run_command(args, argv)
 
 
 if __name__ == "__main__":

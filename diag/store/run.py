@@ -44,6 +44,10 @@ TABLES: dict[str, list[str]] = {
     "kernels": ["ts_ns", "dur_ns", "window", "device", "stream", "name", "category", "kind",
                 "copy_kind", "src_mem", "bytes", "grid", "block"],
     "windows": ["window", "ts_ns", "dur_ns", "steps", "profiler_start_ns", "trace"],
+    # diag load (diag/load/): one row per request (ts_ns: when it was due), one per sweep step
+    "load_requests": ["ts_ns", "sent_ns", "end_ns", "latency_ms", "status", "error", "bytes", "phase", "step"],
+    "load_sweep": ["ts_ns", "step", "level", "offered_per_s", "throughput_per_s", "requests", "errors",
+                   "error_rate", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms", "held"],
 }
 
 # Kinds of the documented columns, enforced on raw rows (JSON lines anyone could have
