@@ -3,8 +3,8 @@
 `python tests/load_server.py PORT CAP`: every request waits for one of CAP slots (an
 asyncio.Semaphore), then is served in a known time:
 - /fixed: 50 ms
-- /spread: 50-150 ms, uniform (a low-discrepancy sequence, so any run of requests
-  covers the range evenly: the k-th quantile is 50 + 100 k ms, whatever the count)
+- /spread: 100-300 ms, uniform (a low-discrepancy sequence, so any run of requests
+  covers the range evenly: the q-th percentile is 100 + 2 q ms, whatever the count)
 - /status/NNN: answers NNN at once; /redirect: 302 to /fixed; /hang: 30 s
 - /die: the 30th request kills the server (a crash mid-load)
 A client that gives up (timeout) frees its slot: the work is cancelled on disconnect.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 import uvicorn
 
@@ -30,16 +31,18 @@ async def _serve(path: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     if path == "/redirect":
         return 302, b"", [(b"location", b"/fixed")]
     state["n"] += 1
+    t0 = time.perf_counter()
     if path == "/die" and state["n"] >= 30:
         os._exit(1)
     async with slots:
         if path == "/spread":
-            await asyncio.sleep(0.050 + 0.100 * ((state["n"] * GOLDEN) % 1.0))
+            await asyncio.sleep(0.100 + 0.200 * ((state["n"] * GOLDEN) % 1.0))
         elif path == "/hang":
             await asyncio.sleep(30)
         else:
             await asyncio.sleep(0.050)
-    return 200, b"ok", []
+    # the server's own timing of the request, for the client's figures to be checked against
+    return 200, b"ok", [(b"server-timing", f"app;dur={(time.perf_counter() - t0) * 1e3:.3f}".encode())]
 
 
 async def _disconnect(receive) -> None:  # noqa: ANN001
