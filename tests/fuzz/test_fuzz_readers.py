@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from diag.cli import main
 from diag.store.manifest import FIELDS, SCHEMA
 
-pytestmark = pytest.mark.timeout(120)
+# each example is bounded in fuzz_support.within; the whole test by the example budget
+pytestmark = pytest.mark.timeout(max(120, 2 * int(os.environ.get("DIAG_FUZZ_EXAMPLES", "40"))))
 T0 = 1_700_000_000_000_000_000
 
 
@@ -190,7 +191,8 @@ def nsys_db(draw) -> dict:
     for t in tables:
         cols = NSYS_TABLES[t]
         if len(cols) > 1 and draw(st.booleans()):  # sometimes a column is missing
-            cols = [c for c in cols if c != draw(st.sampled_from(cols))]
+            gone = draw(st.sampled_from(cols))
+            cols = [c for c in cols if c != gone]
         rows = draw(st.lists(st.tuples(*[SQL_VALUE for _ in cols]), max_size=5))
         out[t] = (cols, rows, draw(st.sampled_from(["table", "table", "table", "view"])))
     return out
