@@ -102,7 +102,7 @@ class Context:
         return df[cols][self.thread_mask(df, pid, tid)]
 
     def requests(self) -> pd.DataFrame:
-        return request_rows(self.window("ranges"))
+        return request_rows(self.window("ranges"), self.window("requests"))
 
     @property
     def stack_tid(self) -> int | None:

@@ -31,7 +31,7 @@ METRICS = (
         Metric("steady.distinct_shapes", "count", "Distinct input shapes seen by the steps in the steady state."),
         Metric("steady.input_rank", "count", "Dimensions of the steps' first input (median; 4 for images)."),
         Metric("steady.fp32_step_fraction", "ratio", "Fraction of steps with a floating first input whose input is float32 (integer inputs such as token ids are left out)."),
-        Metric("steady.requests", "count", "Requests (NVTX `request` ranges) in the steady state."),
+        Metric("steady.requests", "count", "Requests in the steady state: found by the server hooks (ASGI, WSGI, generate) or marked (diag.request(), NVTX `request`)."),
     ]
     + [Metric(f"steady.request_p{q}_ms", "ms", f"Request latency, {q}th percentile.") for q in PERCENTILES]
     + [

@@ -153,7 +153,7 @@ def compute_phases(run: Run) -> Phases:
     """Split the run into startup, warm-up and steady state."""
     steps = complete(run, "steps")
     ranges = complete(run, "ranges")
-    requests = request_rows(ranges)
+    requests = request_rows(ranges, complete(run, "requests"))
     last_end = []
     if not steps.empty:
         last_end.append(int((steps["ts_ns"] + steps["dur_ns"]).max()))
@@ -182,6 +182,14 @@ def compute_phases(run: Run) -> Phases:
         shapes = mine["shapes"].to_numpy() if "shapes" in mine.columns else None
         startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end), shapes)
         startup.end_ns = min(startup.end_ns, int(ends.min()))
+        served = requests[requests["source"].isin(["asgi", "wsgi"]).to_numpy()]
+        if warmup is not None and not served.empty:
+            # a server's step latency follows its load and batch sizes, not warm-up: the steady
+            # state starts once the first request has been served
+            first = int((served["ts_ns"] + served["dur_ns"]).min())
+            warmup.end_ns = steady.start_ns = max(startup.end_ns, min(warmup.end_ns, first))
+            if warmup.end_ns <= startup.end_ns:
+                warmup = None
         if warmup is not None:
             warmup.start_ns = startup.end_ns
         elif steady.start_ns > startup.end_ns:

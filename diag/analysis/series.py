@@ -100,8 +100,8 @@ def timeline(run: Run, max_points: int = 2000) -> list[Series]:
         _add(out, run, mb, "bytes", "Host-device copies", "MB/s", "copies", max_points, 1e-6)
     steps = run.table("steps")
     _add(out, run, steps, "dur_ns", "Step latency", "ms", "latency", max_points, 1e-6, how="max")
-    requests = run.table("ranges")
+    requests = request_rows(run.table("ranges"), run.table("requests"))
     if not requests.empty:
-        _add(out, run, request_rows(requests), "dur_ns", "Request latency", "ms", "latency",
+        _add(out, run, requests, "dur_ns", "Request latency", "ms", "latency",
              max_points, 1e-6, how="max")
     return out

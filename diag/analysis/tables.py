@@ -19,7 +19,7 @@ from diag.store.run import Run
 
 
 def _requests(run: Run) -> pd.DataFrame:
-    return requests(run.table("ranges"))
+    return requests(run.table("ranges"), run.table("requests"))
 
 
 def latency_values(run: Run, kind: str = "step", phases: Phases | None = None) -> np.ndarray:

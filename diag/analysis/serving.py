@@ -1,0 +1,389 @@
+"""Serving metrics: requests found in servers, their measured parts and stages, the event loop, the
+model threads, worker processes, and generate() calls.
+
+A found request (hooks/asgi.py, wsgi.py) carries its pre-handler wait
+(`wait_ns`: arrival to handler start) and handler time; its model part is
+the step that served it (latency.queue_wait_ns). The loop lag probe says how
+long the event loop was held; the loop thread's CPU says whether it was held
+working (Python on the loop) or blocked off CPU (a blocking call in `async
+def`). Names (hot frames, the biggest stage) are `names()`: rule titles may
+use them like metrics.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from diag.analysis import intervals, threads
+from diag.analysis.catalog import Metric
+from diag.analysis.columns import weighted_percentile, weights
+from diag.analysis.context import Context, num
+
+MB = 1 << 20
+# An idle loop's probe still reports ~1 ms (the selector's millisecond timeout): not held.
+IDLE_LAG_NS = 2_000_000
+
+METRICS = [
+    Metric("steady.serving", "flag", "1 when the program serves requests: a server process (uvicorn, gunicorn) or requests found by the ASGI/WSGI/generate hooks."),
+    Metric("steady.requests_found", "count", "Requests found with no code change (ASGI, WSGI, generate) in the steady state."),
+    Metric("steady.pre_handler_wait_p50_ms", "ms", "Median time a found request waited between its arrival and its handler's start (a busy event loop, no free worker thread)."),
+    Metric("steady.pre_handler_wait_p99_ms", "ms", "99th percentile of the wait before the handler runs."),
+    Metric("steady.pre_handler_wait_share", "ratio", "Share of found requests' latency spent before the handler ran."),
+    Metric("steady.handler_p50_ms", "ms", "Median handler time of found requests (the app call, start to return)."),
+    Metric("steady.handler_p99_ms", "ms", "99th percentile handler time of found requests."),
+    Metric("steady.part_pre_handler_share", "ratio", "Share of request time before the handler ran (measured part)."),
+    Metric("steady.part_to_model_share", "ratio", "Share of request time from the handler's start to the start of the step that served it (pre-processing, queue to the model)."),
+    Metric("steady.part_model_share", "ratio", "Share of request time in the step that served it."),
+    Metric("steady.part_post_share", "ratio", "Share of request time after the serving step (or after the handler, where no step served it)."),
+    Metric("steady.top_stage_share", "ratio", "Share of request time in the biggest diag.stage()/NVTX stage (name: steady.top_stage)."),
+    Metric("steady.loop_lag_p50_ms", "ms", "Event-loop lag, median of the probe's ticks (the busiest loop)."),
+    Metric("steady.loop_lag_p99_ms", "ms", "Event-loop lag, 99th percentile (the busiest loop)."),
+    Metric("steady.loop_lag_max_ms", "ms", "Longest event-loop lag seen (the busiest loop)."),
+    Metric("steady.loop_blocked_share", "ratio", "Share of the steady state the busiest event loop was held: share of the probe's ticks that ran over 2 ms late."),
+    Metric("steady.loop_thread_cpu", "cores", "CPU used by that event-loop thread (1 = one core)."),
+    Metric("steady.loop_blocked_offcpu_share", "ratio", "Share of the steady state the event loop was held while its thread was off CPU: blocked in a call (sleep, a sync client, a read) inside async code."),
+    Metric("steady.executor_cpu", "cores", "CPU used by executor threads (asyncio.to_thread, ThreadPoolExecutor) of the serving processes."),
+    Metric("steady.model_busy_share", "ratio", "Share of the steady state some model call (step) was running in the serving processes."),
+    Metric("steady.model_on_executor", "flag", "1 when the model runs on an executor or batcher thread, not the event-loop or request thread."),
+    Metric("steady.batcher_seen", "flag", "1 when requests are batched: steps with batch > 1 were seen, or the model runs on an executor thread."),
+    Metric("steady.server_workers", "count", "Server worker processes that served requests."),
+    Metric("steady.worker_request_imbalance", "factor", "Requests of the busiest worker over the mean per worker (1 = even; the number of workers = all on one)."),
+    Metric("steady.request_read_bytes", "bytes", "Storage reads (psutil read_bytes) of the serving processes per request."),
+    Metric("steady.serving_disk_read_bps", "bytes/s", "Storage reads of the serving processes per second."),
+    Metric("steady.generate_calls", "count", "Hugging Face generate() calls in the steady state."),
+    Metric("steady.ttft_p50_ms", "ms", "generate(): time to first token, median."),
+    Metric("steady.ttft_p99_ms", "ms", "generate(): time to first token, 99th percentile."),
+    Metric("steady.tpot_p50_ms", "ms", "generate(): time per output token after the first, median."),
+    Metric("steady.gen_tokens_per_s", "per_s", "generate(): new tokens (all sequences) per second of steady state."),
+    Metric("steady.prefill_share", "ratio", "generate(): share of call time in the prefill (first forward)."),
+    Metric("steady.decode_share", "ratio", "generate(): share of call time after the first token (decode)."),
+]
+
+# Names rule templates may use beside metrics (strings, never None).
+NAMES = {
+    "steady.loop_hot_frame": "the event-loop thread's hottest frame of the program's own code",
+    "steady.request_hot_frame": "the request threads' (or event-loop thread's) hottest own frame",
+    "steady.model_thread_role": "what runs the model: the event-loop thread, an executor thread...",
+    "steady.top_stage": "the biggest diag.stage()/NVTX stage inside requests",
+}
+UNNAMED = "a frame diag did not sample"
+
+
+def compute(ctx: Context) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    if ctx.seconds <= 0:
+        return out
+    server_pids = _server_pids(ctx)
+    req = ctx.requests()
+    found = req[req["source"].isin(["asgi", "wsgi", "generate"]).to_numpy()] if not req.empty else req
+    out["steady.serving"] = 1.0 if (server_pids or not found.empty) else 0.0
+    if not out["steady.serving"]:
+        _generate(ctx, out)
+        return out
+    out["steady.requests_found"] = float(weights(found).sum()) if not found.empty else 0.0
+    _parts(ctx, found, out)
+    _stages(ctx, req, out)
+    _loop(ctx, out)
+    _model(ctx, server_pids, out)
+    _workers(ctx, found, out)
+    _reads(ctx, req, server_pids, out)
+    _generate(ctx, out)
+    return out
+
+
+def _server_pids(ctx: Context) -> set[int]:
+    ev = ctx.run.table("events")
+    if ev.empty:
+        return set()
+    return {int(p) for p in ev.loc[ev["kind"] == "server", "pid"]}
+
+
+def server_roles(run_events: pd.DataFrame) -> dict[int, dict]:
+    """pid -> the `server` event's detail (role, worker_index, ...)."""
+    out: dict[int, dict] = {}
+    if run_events.empty:
+        return out
+    ev = run_events[run_events["kind"] == "server"]
+    for pid, name, detail in zip(ev["pid"], ev["name"], ev["detail"], strict=True):
+        try:
+            d = json.loads(detail) or {}
+        except (TypeError, ValueError):
+            d = {}
+        out[int(pid)] = {"server": str(name), **(d if isinstance(d, dict) else {})}
+    return out
+
+
+def request_parts(ctx: Context) -> pd.DataFrame:
+    """Per found request (ms): pre_handler, to_model, model, post; NaN where a part is not measured."""
+    req = ctx.requests()
+    found = req[req["source"].isin(["asgi", "wsgi"]).to_numpy()] if not req.empty else req
+    cols = ["pre_handler", "to_model", "model", "post"]
+    if found.empty:
+        return pd.DataFrame(columns=[*cols, "total", "weight"])
+    from diag.analysis.latency import queue_wait_ns  # latency imports this module's neighbours
+
+    steps = ctx.window("steps", by_end=True)
+    total = num(found["dur_ns"])
+    wait = np.clip(np.nan_to_num(found["wait_ns"].to_numpy(dtype=float), nan=0.0), 0, total)
+    q = queue_wait_ns(found, steps) if not steps.empty else np.full(len(found), np.nan)
+    model = np.full(len(found), np.nan)
+    if not steps.empty and np.isfinite(q).any():
+        key = pd.Series(steps["dur_ns"].to_numpy(dtype=float),
+                        index=pd.MultiIndex.from_arrays([steps["pid"].to_numpy(), steps["ts_ns"].to_numpy()]))
+        key = key[~key.index.duplicated()]
+        start = found["ts_ns"].to_numpy(dtype=np.int64) + np.nan_to_num(q, nan=0).astype(np.int64)
+        idx = pd.MultiIndex.from_arrays([found["pid"].to_numpy(), start])
+        model = key.reindex(idx).to_numpy(dtype=float)
+    served = np.isfinite(q) & np.isfinite(model)
+    to_model = np.where(served, np.clip(q - wait, 0, None), np.nan)
+    model = np.where(served, np.clip(model, 0, total - wait - np.nan_to_num(to_model)), np.nan)
+    handler_rest = total - wait
+    post = np.where(served, np.clip(handler_rest - to_model - model, 0, None), handler_rest)
+    return pd.DataFrame({"pre_handler": wait / 1e6, "to_model": to_model / 1e6, "model": model / 1e6,
+                         "post": post / 1e6, "total": total / 1e6, "weight": weights(found)})
+
+
+PART_WORDS = {"pre_handler": "before the handler", "to_model": "handler to model", "model": "model",
+              "post": "after the model"}
+
+
+def parts_summary(ctx: Context) -> list[dict[str, float | str]]:
+    """The measured parts of request time: part, words, mean_ms, share (of all request time)."""
+    p = request_parts(ctx)
+    if p.empty:
+        return []
+    w = p["weight"].to_numpy(dtype=float)
+    tot = float((p["total"].to_numpy() * w).sum())
+    rows = []
+    for part, words in PART_WORDS.items():
+        v = p[part].to_numpy(dtype=float)
+        ok = np.isfinite(v)
+        if not ok.any() or tot <= 0:
+            continue
+        rows.append({"part": part, "words": words, "mean_ms": float(np.average(v[ok], weights=w[ok])),
+                     "share": float((v[ok] * w[ok]).sum()) / tot})
+    return rows
+
+
+def _parts(ctx: Context, found: pd.DataFrame, out: dict[str, float | None]) -> None:
+    http = found[found["source"].isin(["asgi", "wsgi"]).to_numpy()] if not found.empty else found
+    if http.empty:
+        return
+    w = weights(http)
+    wait = http["wait_ns"].to_numpy(dtype=float)
+    ok = np.isfinite(wait)
+    if ok.any():
+        out["steady.pre_handler_wait_p50_ms"] = weighted_percentile(wait[ok], w[ok], 50) / 1e6
+        out["steady.pre_handler_wait_p99_ms"] = weighted_percentile(wait[ok], w[ok], 99) / 1e6
+        tot = float((num(http["dur_ns"])[ok] * w[ok]).sum())
+        out["steady.pre_handler_wait_share"] = float((wait[ok] * w[ok]).sum()) / tot if tot > 0 else None
+    h = http["handler_ns"].to_numpy(dtype=float)
+    ok = np.isfinite(h)
+    if ok.any():
+        out["steady.handler_p50_ms"] = weighted_percentile(h[ok], w[ok], 50) / 1e6
+        out["steady.handler_p99_ms"] = weighted_percentile(h[ok], w[ok], 99) / 1e6
+    for row in parts_summary(ctx):
+        out[f"steady.part_{row['part']}_share"] = float(row["share"])
+
+
+def stage_summary(ctx: Context) -> list[dict[str, float | str]]:
+    """diag.stage()/NVTX stages inside requests: stage, count, mean_ms, share of request time; biggest first.
+
+    Only the outermost stages of each process count, so nested stages do not add twice.
+    """
+    req = ctx.requests()
+    rg = ctx.window("ranges", by_end=True)
+    if req.empty or rg.empty:
+        return []
+    st = rg[(rg["kind"] != "request").to_numpy()]
+    if st.empty:
+        return []
+    r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
+    r_end = r_ts + req["dur_ns"].to_numpy(dtype=np.int64)
+    s_ts = st["ts_ns"].to_numpy(dtype=np.int64)
+    inside = intervals.inside(s_ts, r_ts, r_end) & np.isin(st["pid"].to_numpy(), req["pid"].unique())
+    if "rid" in st.columns:
+        inside |= pd.to_numeric(st["rid"], errors="coerce").fillna(0).to_numpy() > 0
+    st = st[inside]
+    if st.empty:
+        return []
+    depth = pd.to_numeric(st["depth"], errors="coerce").fillna(0).to_numpy() if "depth" in st.columns \
+        else np.zeros(len(st))
+    # outermost stages: the smallest depth a stage has in its process (a request range may hold depth 0)
+    mind = pd.Series(depth).groupby(st["pid"].to_numpy()).transform("min").to_numpy()
+    st = st[depth == mind]
+    w = weights(st)
+    dur = num(st["dur_ns"])
+    total = float((num(req["dur_ns"]) * weights(req)).sum())
+    rows = []
+    for name, g in pd.DataFrame({"name": st["name"].to_numpy(), "dur": dur, "w": w}).groupby("name"):
+        rows.append({"stage": str(name), "count": float(g["w"].sum()),
+                     "mean_ms": float(np.average(g["dur"], weights=g["w"])) / 1e6,
+                     "share": float((g["dur"] * g["w"]).sum()) / total if total > 0 else 0.0})
+    return sorted(rows, key=lambda r: -float(r["share"]))
+
+
+def _stages(ctx: Context, req: pd.DataFrame, out: dict[str, float | None]) -> None:
+    rows = stage_summary(ctx)
+    if rows:
+        out["steady.top_stage_share"] = float(rows[0]["share"])
+
+
+def _busiest_loop(ctx: Context) -> tuple[int, int, np.ndarray] | None:
+    lag = ctx.window("loop_lag")
+    if lag.empty:
+        return None
+    best = None
+    for (pid, tid), g in lag.groupby(["pid", "tid"]):
+        v = num(g["lag_ns"])
+        v = v[np.isfinite(v)]
+        held = float(np.clip(v - IDLE_LAG_NS, 0, None).sum())
+        if best is None or held > best[0]:
+            best = (held, int(pid), int(tid), v)
+    return None if best is None else (best[1], best[2], best[3])
+
+
+def _loop(ctx: Context, out: dict[str, float | None]) -> None:
+    b = _busiest_loop(ctx)
+    if b is None or not len(b[2]):
+        return
+    pid, tid, v = b
+    out["steady.loop_lag_p50_ms"] = float(np.percentile(v, 50)) / 1e6
+    out["steady.loop_lag_p99_ms"] = float(np.percentile(v, 99)) / 1e6
+    out["steady.loop_lag_max_ms"] = float(v.max()) / 1e6
+    # a tick due at a random moment runs late exactly when the loop is held then: the share
+    # of late ticks is the share of time the loop was held (the lag itself is only the rest of one hold)
+    blocked = float((v > IDLE_LAG_NS).mean())
+    out["steady.loop_blocked_share"] = blocked
+    cpu = threads.thread_cpu(ctx).get((pid, tid))
+    out["steady.loop_thread_cpu"] = cpu
+    if cpu is not None:
+        out["steady.loop_blocked_offcpu_share"] = max(0.0, blocked - cpu)
+
+
+def _model(ctx: Context, server_pids: set[int], out: dict[str, float | None]) -> None:
+    steps = ctx.steps(cols=["ts_ns", "dur_ns", "pid", "tid", "batch"])
+    cpu = threads.thread_cpu(ctx)
+    r = threads.roles(ctx)
+    execs = r[r["role"].isin(["executor", "loop_executor"]).to_numpy()]
+    ex_keys = set(zip(execs["pid"].astype(int), execs["tid"].astype(int), strict=True))
+    if ex_keys:
+        out["steady.executor_cpu"] = float(sum(cpu.get(k, 0.0) for k in ex_keys))
+    if steps.empty:
+        return
+    st = steps["ts_ns"].to_numpy(dtype=np.int64)
+    busy = intervals.clipped_total(st, st + steps["dur_ns"].to_numpy(dtype=np.int64), ctx.t0, ctx.t1)
+    out["steady.model_busy_share"] = min(1.0, busy / 1e9 / ctx.seconds)
+    step_keys = set(zip(steps["pid"].astype(int), steps["tid"].astype(int), strict=True))
+    on_exec = bool(step_keys & ex_keys)
+    out["steady.model_on_executor"] = 1.0 if on_exec else 0.0
+    batch = num(steps["batch"])
+    out["steady.batcher_seen"] = 1.0 if on_exec or bool((batch > 1).any()) else 0.0
+
+
+def member_requests(found: pd.DataFrame) -> pd.Series:
+    """Requests (weighted) per process."""
+    if found.empty:
+        return pd.Series(dtype=float)
+    return pd.Series(weights(found)).groupby(found["pid"].to_numpy()).sum()
+
+
+def _workers(ctx: Context, found: pd.DataFrame, out: dict[str, float | None]) -> None:
+    per = member_requests(found[found["source"].isin(["asgi", "wsgi"]).to_numpy()] if not found.empty else found)
+    roles = server_roles(ctx.run.table("events"))
+    workers = [p for p, d in roles.items() if d.get("role") == "worker"]
+    n = len(set(workers) | set(per.index.tolist())) if workers else len(per)
+    out["steady.server_workers"] = float(n)
+    if n >= 2 and len(per):
+        counts = per.reindex(sorted(set(workers) | set(per.index.tolist()))).fillna(0.0)
+        mean = float(counts.mean())
+        out["steady.worker_request_imbalance"] = float(counts.max()) / mean if mean > 0 else None
+
+
+def _reads(ctx: Context, req: pd.DataFrame, server_pids: set[int], out: dict[str, float | None]) -> None:
+    host = ctx.run.table("host")
+    pids = server_pids | set(req["pid"].astype(int).tolist() if not req.empty else [])
+    if host.empty or not pids:
+        return
+    total, seen = 0.0, False
+    for _, g in host[host["pid"].isin(list(pids)).to_numpy()].groupby("pid"):
+        ts, v = g["ts_ns"].to_numpy(dtype=np.int64), num(g["read_bytes"])
+        ok = np.isfinite(v)
+        ts, v = ts[ok], v[ok]
+        if len(ts) < 2:
+            continue
+        a, b = max(ctx.t0, int(ts[0])), min(ctx.t1, int(ts[-1]))
+        va, vb = intervals.value_at(ts, v, a), intervals.value_at(ts, v, b)
+        if b <= a or va is None or vb is None:
+            continue
+        seen = True
+        total += max(0.0, vb - va) * ctx.seconds / ((b - a) / 1e9)  # scaled to the whole window
+    if not seen:
+        return
+    out["steady.serving_disk_read_bps"] = total / ctx.seconds
+    n = float(weights(req).sum()) if not req.empty else 0.0
+    if n > 0:
+        out["steady.request_read_bytes"] = total / n
+
+
+def _generate(ctx: Context, out: dict[str, float | None]) -> None:
+    g = ctx.window("requests")
+    if g.empty or "source" not in g.columns:
+        return
+    g = g[(g["source"] == "generate").to_numpy()]
+    if g.empty:
+        return
+    w = weights(g)
+    out["steady.generate_calls"] = float(w.sum())
+    ttft = num(g["ttft_ns"]) if "ttft_ns" in g.columns else np.full(len(g), np.nan)
+    ok = np.isfinite(ttft) & (ttft >= 0)
+    if ok.any():
+        out["steady.ttft_p50_ms"] = weighted_percentile(ttft[ok], w[ok], 50) / 1e6
+        out["steady.ttft_p99_ms"] = weighted_percentile(ttft[ok], w[ok], 99) / 1e6
+    tokens: list[float] = []
+    for text in g["token_ns"] if "token_ns" in g.columns else []:
+        try:
+            tokens += [float(x) for x in json.loads(text)] if text else []
+        except (TypeError, ValueError):
+            continue
+    if tokens:
+        out["steady.tpot_p50_ms"] = float(np.median(tokens)) / 1e6
+    dur = num(g["dur_ns"])
+    if {"tokens_out", "batch"} <= set(g.columns):
+        n = np.clip(num(g["tokens_out"]), 0, None) * np.clip(num(g["batch"]), 1, None)
+        out["steady.gen_tokens_per_s"] = float(np.nansum(n * w)) / ctx.seconds
+    total = float(np.nansum(dur * w))
+    if total > 0 and "prefill_ns" in g.columns:
+        pre = np.clip(num(g["prefill_ns"]), 0, None)
+        out["steady.prefill_share"] = float(np.nansum(pre * w)) / total
+        if ok.any():
+            out["steady.decode_share"] = float(np.nansum(np.clip(dur - np.nan_to_num(ttft), 0, None) * w)) / total
+
+
+def names(ctx: Context) -> dict[str, str]:
+    """The names rule templates may use (NAMES): hot frames, the model's thread, the biggest stage."""
+    out = dict.fromkeys(NAMES, UNNAMED)
+    loops = threads.by_role(ctx, "event_loop")
+    b = _busiest_loop(ctx)
+    if b is not None:
+        loops = [t for t in loops if (t.pid, t.tid) == (b[0], b[1])] or loops
+    hot = [t for t in loops if t.hot_frame]
+    if hot:
+        out["steady.loop_hot_frame"] = max(hot, key=lambda t: t.samples).hot_frame
+    req_threads = [t for t in threads.by_role(ctx, "request_thread") if t.hot_frame] or hot
+    if req_threads:
+        out["steady.request_hot_frame"] = max(req_threads, key=lambda t: t.samples).hot_frame
+    stepping = {(t.pid, t.tid) for t in threads.by_role(ctx, "stepping")}
+    roles_of = [t.role for t in threads.threads(ctx) if (t.pid, t.tid) in stepping and t.role != "stepping"]
+    out["steady.model_thread_role"] = (threads.ROLE_WORDS.get(_most_common(roles_of), "stepping thread")
+                                       if roles_of else "stepping thread")
+    stages = stage_summary(ctx)
+    out["steady.top_stage"] = str(stages[0]["stage"]) if stages else "(no stage)"
+    return out
+
+
+def _most_common(items: list[str]) -> str:
+    return max(sorted(set(items)), key=items.count)
