@@ -23,8 +23,9 @@ from diag.analysis.columns import weighted_percentile, weights
 from diag.analysis.context import Context, num
 
 MB = 1 << 20
-# An idle loop's probe still reports ~1 ms (the selector's millisecond timeout): not held.
-IDLE_LAG_NS = 2_000_000
+# An idle loop's probe still reports ~1 ms (the selector's millisecond timeout), and a loop thread
+# waiting a few ms for a core on a busy host is not held by the program: a tick later than this is.
+IDLE_LAG_NS = 5_000_000
 
 METRICS = [
     Metric("steady.serving", "flag", "1 when the program serves requests: a server process (uvicorn, gunicorn) or requests found by the ASGI/WSGI/generate hooks."),
@@ -42,7 +43,7 @@ METRICS = [
     Metric("steady.loop_lag_p50_ms", "ms", "Event-loop lag, median of the probe's ticks (the busiest loop)."),
     Metric("steady.loop_lag_p99_ms", "ms", "Event-loop lag, 99th percentile (the busiest loop)."),
     Metric("steady.loop_lag_max_ms", "ms", "Longest event-loop lag seen (the busiest loop)."),
-    Metric("steady.loop_blocked_share", "ratio", "Share of the steady state the busiest event loop was held: share of the probe's ticks that ran over 2 ms late."),
+    Metric("steady.loop_blocked_share", "ratio", "Share of the steady state the busiest event loop was held: share of the probe's ticks that ran over 5 ms late."),
     Metric("steady.loop_thread_cpu", "cores", "CPU used by that event-loop thread (1 = one core)."),
     Metric("steady.loop_blocked_offcpu_share", "ratio", "Share of the steady state the event loop was held while its thread was off CPU: blocked in a call (sleep, a sync client, a read) inside async code."),
     Metric("steady.executor_cpu", "cores", "CPU used by executor threads (asyncio.to_thread, ThreadPoolExecutor) of the serving processes."),
@@ -261,7 +262,9 @@ def _loop(ctx: Context, out: dict[str, float | None]) -> None:
     cpu = threads.thread_cpu(ctx).get((pid, tid))
     out["steady.loop_thread_cpu"] = cpu
     if cpu is not None:
-        out["steady.loop_blocked_offcpu_share"] = max(0.0, blocked - cpu)
+        # off CPU and not waiting for a core: blocked in a call
+        runq = threads.thread_cpu(ctx, runq=True).get((pid, tid)) or 0.0
+        out["steady.loop_blocked_offcpu_share"] = max(0.0, blocked - cpu - runq)
 
 
 def _model(ctx: Context, server_pids: set[int], out: dict[str, float | None]) -> None:
@@ -387,3 +390,20 @@ def names(ctx: Context) -> dict[str, str]:
 
 def _most_common(items: list[str]) -> str:
     return max(sorted(set(items)), key=items.count)
+
+
+def summary(ctx: Context) -> dict[str, object]:
+    """What the views show of a server (no arithmetic left for them): request time by measured
+    part and by stage, and the threads by role with their CPU and hot frame. {} when nothing serves.
+    """
+    req = ctx.requests()
+    roles = threads.roles(ctx)
+    if req.empty and not (roles["role"] != "stepping").any():
+        return {}
+    table = threads.role_table(ctx)
+    return {
+        "parts": parts_summary(ctx),
+        "stages": stage_summary(ctx),
+        "threads": [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+                    for row in table.to_dict("records")],
+    }

@@ -26,6 +26,8 @@ ROLE_WORDS = {"event_loop": "event-loop thread", "loop_executor": "loop executor
 
 # Frames that are the interpreter's or a library's, not the program's: a hot frame names the program's own.
 _LIBRARY = re.compile(r"\((?:<frozen [^>]*>|[^;()]*/(?:site-packages|dist-packages|lib/python3\.\d+)/[^;()]*)(?::\d+)?\)$")
+# py-spy's root frames: the process and thread, not code.
+_ROOT = re.compile(r'(?:process \d+:|thread \(0x)|.*\(:0\)$')
 # The loop waiting for work: its selector (not a blocking call of the program).
 _SELECTOR = re.compile(r"\.select \([^;()]*selectors\.py:\d+\)$|_run_once \([^;()]*asyncio/base_events\.py")
 
@@ -68,15 +70,16 @@ def roles(ctx: Context) -> pd.DataFrame:
     return df
 
 
-def thread_cpu(ctx: Context) -> dict[tuple[int, int], float]:
-    """CPU cores each thread used over the window (cumulative user+system seconds, forward-filled)."""
-    key = "thread_cpu"
+def thread_cpu(ctx: Context, runq: bool = False) -> dict[tuple[int, int], float]:
+    """CPU cores each thread used over the window (cumulative user+system seconds, forward-filled);
+    with `runq`, the share of the window it was runnable but waiting for a core (run_delay_s)."""
+    key = f"thread_cpu:{runq}"
     if key in ctx._cache:
         return ctx._cache[key]
     out: dict[tuple[int, int], float] = {}
     th = ctx.run.table("threads")
     if not th.empty and ctx.seconds > 0:
-        cpu = num(th["user_s"]) + num(th["system_s"])
+        cpu = num(th["run_delay_s"]) if runq else num(th["user_s"]) + num(th["system_s"])
         th = th.assign(_cpu=cpu)[["ts_ns", "pid", "tid", "_cpu"]].dropna()
         for (pid, tid), g in th.groupby(["pid", "tid"]):
             ts, v = g["ts_ns"].to_numpy(dtype=np.int64), g["_cpu"].to_numpy(dtype=float)
@@ -95,7 +98,7 @@ def _at(ts: np.ndarray, v: np.ndarray, t: int) -> float:
 
 def own_frame(stack: str) -> str:
     """The innermost frame of the program's own code (not the interpreter's, torch's or a server's)."""
-    frames = stack.split(";")
+    frames = [f for f in stack.split(";") if not _ROOT.match(f)]
     for f in reversed(frames):
         if not _LIBRARY.search(f):
             return _short(f)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
+from diag.analysis import serving
+from diag.analysis.context import Context
+from diag.analysis.members import judge_members
 from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation, severity_rank
@@ -25,11 +29,37 @@ def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis
     policy = load_policy(rule_dirs)
     phases = compute_phases(run)
     metrics = compute_metrics(run, phases)
-    return diagnose_metrics(run, phases, metrics, rules, policy)
+    ctx = Context(run, phases, phases.steady)
+    names = serving.names(ctx)
+    d = diagnose_metrics(run, phases, metrics, rules, policy, names)
+    d.serving = serving.summary(ctx)
+    members = judge_members(run, lambda r: _judge_member(r, rules, policy))
+    if members:
+        d.serving["members"] = [asdict(m) for m in members]
+    return d
+
+
+def _judge_member(run: Run, rules: list[Rule], policy: Policy) -> Diagnosis:
+    """One member (a server worker) judged on its own rows, as a whole run is."""
+    phases = compute_phases(run)
+    ctx = Context(run, phases, phases.steady)
+    return diagnose_metrics(run, phases, compute_metrics(run, phases), rules, policy, serving.names(ctx))
+
+
+# Labels a run can give no evidence for, and what would: shown as "n/a (reason)", never as 0.00.
+NO_REQUESTS = ("no requests seen: serve through uvicorn/gunicorn (found with no code change), or wrap each "
+               "request in `with diag.request():`")
+
+
+def _not_judged(metrics: dict[str, float | None]) -> dict[str, str]:
+    out = {}
+    if not (metrics.get("steady.requests") or 0) > 0:
+        out["queueing"] = NO_REQUESTS
+    return out
 
 
 def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None], rules: list[Rule],
-                     policy: Policy | None = None) -> Diagnosis:
+                     policy: Policy | None = None, names: dict[str, str] | None = None) -> Diagnosis:
     """The Diagnosis for already computed phases and metrics (under the built-in policy unless given)."""
     policy = policy or builtin_policy()
     one_time = policy.no_steady_needed
@@ -41,7 +71,7 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
     fallbacks: list[Finding] = []
     for rule in rules:
         weight = steady_weight if rule.label and rule.label not in one_time else 1.0
-        f = evaluate_rule(rule, metrics, weight, policy)
+        f = evaluate_rule(rule, metrics, weight, policy, names)
         if f is None:
             continue
         if lacking and f.label not in one_time:
@@ -70,15 +100,17 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
     return Diagnosis(run=_run_info(run, metrics), primary=primary, scores=scores,
                      phases=[Phase(s.name, round(run.seconds(s.start_ns), 6), round(run.seconds(s.end_ns), 6))
                              for s in phases.spans()],
-                     findings=findings, metrics=metrics, units=units)
+                     findings=findings, metrics=metrics, units=units, not_judged=_not_judged(metrics),
+                     names=dict(names or {}))
 
 
 def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 1.0,
-                  policy: Policy | None = None) -> Finding | None:
+                  policy: Policy | None = None, names: dict[str, str] | None = None) -> Finding | None:
     """The finding a rule makes on these metrics, or None when it does not fire.
 
     `weight` scales the score (the share of the run the finding speaks for);
-    `policy` (default: built-in) turns a score into a severity.
+    `policy` (default: built-in) turns a score into a severity; `names` fill the
+    templates' name fields (diag.analysis.serving.NAMES).
     """
     policy = policy or builtin_policy()
     if not rule.when(metrics):
@@ -95,6 +127,8 @@ def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 
     severity = rule.severity or ("high" if score >= policy.strong_score
                                  else "medium" if score >= policy.weak_score else "low")
     values: dict[str, Any] = dict(metrics)
+    values.update(dict.fromkeys(serving.NAMES, serving.UNNAMED))
+    values.update(names or {})
     values["score"] = score
     recs = []
     for spec in rule.recommendations:

@@ -34,7 +34,7 @@ LABEL_MEANING: dict[str, str] = {
     "cpu_bound": "host-side work outside the model (pre/post-processing, Python) starves the device",
     "io_bound": "the process waits on disk or network for its inputs",
     "cold_start": "one-time startup (load, compile, first-call warm-up) dominates",
-    "queueing": "requests wait in a queue longer than they are served; the device is underused",
+    "queueing": "requests wait (in a queue, a backlog or before the handler runs) longer than they are served",
     "communication_bound": ("collective or peer communication (NCCL, RCCL, gloo…) not hidden behind compute "
                             "holds the step"),
 }
@@ -83,6 +83,14 @@ class Diagnosis:
     findings: list[Finding]
     metrics: dict[str, float | None]
     units: dict[str, str] = field(default_factory=dict)
+    # labels the run gave no evidence to judge, and why (their score stays 0.0 in [0, 1]): views
+    # show "n/a (reason)" instead of a score
+    not_judged: dict[str, str] = field(default_factory=dict)
+    # names rule titles use beside metrics (hot frames, stages): diag.analysis.serving.NAMES
+    names: dict[str, str] = field(default_factory=dict)
+    # request time by measured part and by stage, threads by role, members (workers) judged on their
+    # own: diag.analysis.serving.summary; {} when the program serves nothing
+    serving: dict[str, Any] = field(default_factory=dict)
 
     def no_verdict_reason(self) -> str:
         """Why `primary` is None: the engine's own `verdict.*` finding, in its words."""
@@ -99,6 +107,9 @@ class Diagnosis:
             "findings": [asdict(f) for f in self.findings],
             "metrics": {k: _json_number(v) for k, v in self.metrics.items()},
             "units": dict(self.units),
+            "not_judged": dict(self.not_judged),
+            "names": dict(self.names),
+            "serving": self.serving,
         }
 
     @classmethod
@@ -118,6 +129,9 @@ class Diagnosis:
             ],
             metrics=data["metrics"],
             units=data.get("units", {}),
+            not_judged=data.get("not_judged") or {},
+            names=data.get("names") or {},
+            serving=data.get("serving") or {},
         )
 
 

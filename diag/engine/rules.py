@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.analysis.metrics import BY_NAME
+from diag.analysis.serving import NAMES
 from diag.engine.diagnosis import LABELS, SEVERITIES
 from diag.engine.evaluate import Expr, bound_text, bounds, compile_expr, parse_bound, template_fields
 from diag.errors import DiagError
@@ -244,5 +245,5 @@ def _check_template(fail: Any, key: str, template: Any) -> None:
     except ValueError as exc:
         raise fail(f"{key}: bad template ({exc})") from None
     for f in fields:
-        if f not in BY_NAME and f not in TEMPLATE_EXTRAS:
+        if f not in BY_NAME and f not in TEMPLATE_EXTRAS and f not in NAMES:
             raise fail(f"{key}: unknown metric {f!r} in template")

@@ -1,0 +1,102 @@
+"""Members of a program made of several processes that do the same job: server workers today,
+ranks of a multi-GPU job (issue 17) and the ranks of imported per-rank traces (issue 13) next.
+
+A member is one process with a role and an index (gunicorn worker_index,
+uvicorn's spawn order, later the rank). Each member is judged on its own by
+running the same analysis over a view of the run that holds only that
+process's rows (`member_run`): the same metrics, rules and verdict, no
+second code path. The whole (the server, the job) keeps its own verdict from
+the full run; `spread` says how the work is shared between members.
+
+A peer member is never an input worker: analysis marks server processes
+(`server` events) so DataLoader rules leave them alone (steady.serving).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from diag.analysis.ranges import run_requests
+from diag.analysis.serving import server_roles
+from diag.store.run import TABLES, Run
+
+# Metrics each member keeps in its summary (the rest stay in its own Diagnosis when asked for).
+MEMBER_METRICS = (
+    "steady.requests", "steady.requests_per_s", "steady.request_p50_ms", "steady.request_p99_ms",
+    "steady.pre_handler_wait_share", "steady.loop_lag_p99_ms", "steady.loop_blocked_share",
+    "steady.loop_thread_cpu", "steady.model_busy_share", "steady.process_cpu_cores", "steady.batch_p50",
+)
+
+
+@dataclass
+class Member:
+    """One process of the group: its role, index and share of the work, and its own metrics."""
+
+    pid: int
+    role: str  # worker | single | rank
+    index: int  # worker index or rank (-1 unknown)
+    requests: float
+    request_share: float | None  # of all requests served by the members
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    primary: str | None = None  # its own verdict
+    score: float = 0.0
+
+
+def member_run(run: Run, pid: int) -> Run:
+    """A view of `run` holding only process `pid`'s rows (tables without a pid column stay whole)."""
+    cache: dict[str, pd.DataFrame] = {}
+    for name in TABLES:
+        df = run.table(name)
+        cache[name] = df[df["pid"].to_numpy() == pid].reset_index(drop=True) if "pid" in df.columns else df
+    return Run(path=run.path, manifest=run.manifest, _cache=cache)
+
+
+def server_members(run: Run) -> list[tuple[int, str, int]]:
+    """(pid, role, index) of the processes that serve: workers, or a single serving process.
+
+    A master that forks workers and serves nothing is no member. uvicorn workers
+    have no index of their own: the master's `worker_pids` order gives it.
+    """
+    roles = server_roles(run.table("events"))
+    order: dict[int, int] = {}
+    for d in roles.values():
+        for i, p in enumerate(d.get("worker_pids") or []):
+            if isinstance(p, int):
+                order[p] = i
+    req = run_requests(run)
+    serving = set(req["pid"].astype(int).tolist()) if not req.empty else set()
+    out = []
+    for pid, d in sorted(roles.items()):
+        role = str(d.get("role") or "")
+        if role == "master":
+            continue
+        idx = d.get("worker_index")
+        index = int(idx) if isinstance(idx, int) and idx >= 0 else order.get(pid, -1)
+        out.append((pid, role or "worker", index))
+    known = {p for p, _, _ in out}
+    out += [(p, "worker", -1) for p in sorted(serving - known)]
+    return sorted(out, key=lambda m: (m[2] < 0, m[2], m[0]))
+
+
+def judge_members(run: Run, judge: object) -> list[Member]:
+    """Every member judged on its own: `judge(run) -> Diagnosis` is called on each member's view.
+
+    Empty when the run has fewer than two members (a single process is the whole).
+    """
+    found = server_members(run)
+    if len(found) < 2:
+        return []
+    req = run_requests(run)
+    per = req.groupby("pid")["weight"].sum() if not req.empty else pd.Series(dtype=float)
+    total = float(per.sum())
+    out = []
+    for pid, role, index in found:
+        d = judge(member_run(run, pid))  # type: ignore[operator]
+        n = float(per.get(pid, 0.0))
+        out.append(Member(pid=pid, role=role, index=index, requests=n,
+                          request_share=n / total if total > 0 else None,
+                          metrics={k: d.metrics.get(k) for k in MEMBER_METRICS},
+                          primary=d.primary, score=float(d.scores.get(d.primary, 0.0)) if d.primary else 0.0))
+    return out
