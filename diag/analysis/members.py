@@ -20,7 +20,7 @@ import pandas as pd
 
 from diag.analysis.ranges import run_requests
 from diag.analysis.serving import server_roles
-from diag.store.run import TABLES, Run
+from diag.store.run import Run
 
 # Metrics each member keeps in its summary (the rest stay in its own Diagnosis when asked for).
 MEMBER_METRICS = (
@@ -44,13 +44,25 @@ class Member:
     score: float = 0.0
 
 
+@dataclass
+class MemberRun(Run):
+    """A view of a run holding only one process's rows (tables without a pid column stay whole)."""
+
+    whole: Run | None = None
+    pid: int = -1
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in self._cache:
+            assert self.whole is not None
+            df = self.whole.table(name)
+            self._cache[name] = (df[df["pid"].to_numpy() == self.pid].reset_index(drop=True)
+                                 if "pid" in df.columns else df)
+        return self._cache[name]
+
+
 def member_run(run: Run, pid: int) -> Run:
     """A view of `run` holding only process `pid`'s rows (tables without a pid column stay whole)."""
-    cache: dict[str, pd.DataFrame] = {}
-    for name in TABLES:
-        df = run.table(name)
-        cache[name] = df[df["pid"].to_numpy() == pid].reset_index(drop=True) if "pid" in df.columns else df
-    return Run(path=run.path, manifest=run.manifest, _cache=cache)
+    return MemberRun(path=run.path, manifest=run.manifest, whole=run, pid=pid)
 
 
 def server_members(run: Run) -> list[tuple[int, str, int]]:

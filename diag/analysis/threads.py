@@ -25,7 +25,8 @@ ROLE_WORDS = {"event_loop": "event-loop thread", "loop_executor": "loop executor
               "executor": "executor thread", "request_thread": "request thread", "stepping": "stepping thread"}
 
 # Frames that are the interpreter's or a library's, not the program's: a hot frame names the program's own.
-_LIBRARY = re.compile(r"\((?:<frozen [^>]*>|[^;()]*/(?:site-packages|dist-packages|lib/python3\.\d+)/[^;()]*)(?::\d+)?\)$")
+_LIBRARY = re.compile(r"\((?:<frozen [^>]*>|[^;()]*/(?:site-packages|dist-packages|lib/python3\.\d+)/[^;()]*"
+                      r"|[^;()]*/diag/(?:collect|api)[^;()]*)(?::\d+)?\)$")
 # py-spy's root frames: the process and thread, not code.
 _ROOT = re.compile(r'(?:process \d+:|thread \(0x)|.*\(:0\)$')
 # The loop waiting for work: its selector (not a blocking call of the program).
@@ -102,7 +103,7 @@ def own_frame(stack: str) -> str:
     for f in reversed(frames):
         if not _LIBRARY.search(f):
             return _short(f)
-    return _short(frames[-1]) if frames else ""
+    return ""  # only library frames (or a stack cut short): names nothing of the program
 
 
 def _short(frame: str) -> str:
@@ -128,8 +129,9 @@ def threads(ctx: Context) -> list[ThreadInfo]:
                 running = mine[~as_bool(mine["idle"])]
                 stacks = [s for s in running["stack"] if isinstance(s, str) and not _SELECTOR.search(s)]
                 n = len(stacks)
-                if n:
-                    (frame, k), = Counter(own_frame(s) for s in stacks).most_common(1)
+                own = Counter(f for f in (own_frame(s) for s in stacks) if f)
+                if own:
+                    (frame, k), = own.most_common(1)
                     share = k / n
         out.append(ThreadInfo(int(pid), int(tid), str(role), str(name), cpu.get((int(pid), int(tid))),
                               n, frame, share))
@@ -147,9 +149,14 @@ def role_table(ctx: Context) -> pd.DataFrame:
 
     What the TUI and report show as "Threads"; sorted busiest first.
     """
-    rows = [{"pid": t.pid, "tid": t.tid, "role": ROLE_WORDS.get(t.role, t.role), "thread": t.name,
-             "cpu_cores": t.cpu_cores, "samples": t.samples, "hot_frame": t.hot_frame, "hot_share": t.hot_share}
-            for t in threads(ctx)]
+    infos = threads(ctx)
+    other = {(t.pid, t.tid) for t in infos if t.role != "stepping"}
+    stepping = {(t.pid, t.tid) for t in infos if t.role == "stepping"}
+    rows = [{"pid": t.pid, "tid": t.tid,
+             "role": ROLE_WORDS.get(t.role, t.role) + (", runs the model" if (t.pid, t.tid) in stepping else ""),
+             "thread": t.name, "cpu_cores": t.cpu_cores, "samples": t.samples, "hot_frame": t.hot_frame,
+             "hot_share": t.hot_share}
+            for t in infos if t.role != "stepping" or (t.pid, t.tid) not in other]
     df = pd.DataFrame(rows, columns=["pid", "tid", "role", "thread", "cpu_cores", "samples", "hot_frame",
                                      "hot_share"])
     return df.sort_values("cpu_cores", ascending=False, na_position="last").reset_index(drop=True)

@@ -22,6 +22,7 @@ from diag.analysis import tables
 from diag.analysis.collectors import missing_data_note
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase, severity_rank
 from diag.store.run import Run
+from diag.views import serving as serving_view
 from diag.views.units import format_value
 
 TIMELINE_POINTS = 2000
@@ -46,6 +47,7 @@ def build_report_data(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
         "timeline": _timeline(run),
         "latency": _latency(run),
         "breakdown": _breakdown(diagnosis),
+        "serving": _serving(diagnosis),
         "stacks": _stacks(run, diagnosis.phases, steady),
         "gpu_work": _gpu_work(run),
         "environment": _environment(manifest),
@@ -101,8 +103,17 @@ def _verdict(diagnosis: Diagnosis) -> dict[str, Any]:
 
 def _scores(diagnosis: Diagnosis) -> list[dict[str, Any]]:
     rows = [{"label": label, "score": round(_clip01(diagnosis.scores.get(label, 0.0)), 3),
-             "primary": label == diagnosis.primary} for label in LABELS]
+             "primary": label == diagnosis.primary,
+             "not_judged": serving_view.not_judged_text(diagnosis, label)} for label in LABELS]
     return sorted(rows, key=lambda r: r["score"], reverse=True)
+
+
+def _serving(diagnosis: Diagnosis) -> dict[str, Any]:
+    """A server's request time by part and stage, threads by role, workers (diag.views.serving's lines)."""
+    if not diagnosis.serving:
+        return {}
+    return {"parts": serving_view.parts_line(diagnosis), "stages": serving_view.stages_line(diagnosis),
+            "threads": serving_view.thread_lines(diagnosis, limit=20), "members": serving_view.member_lines(diagnosis)}
 
 
 def _finding(f: Any) -> dict[str, Any]:

@@ -23,11 +23,12 @@ from diag.tui.views.kernels import KernelsView
 from diag.tui.views.latency import LatencyView
 from diag.tui.views.overview import OverviewView
 from diag.tui.views.run_info import RunView
+from diag.tui.views.serving import ServingView
 from diag.tui.views.stacks import StacksView
 from diag.tui.views.timeline import TimelineView
 
 VIEWS: tuple[type[View], ...] = (OverviewView, FindingsView, TimelineView, LatencyView, StacksView,
-                                 KernelsView, RunView)
+                                 KernelsView, RunView, ServingView)
 
 
 def pane_id(view: type[View]) -> str:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from diag.engine.diagnose import STRONG_SCORE, WEAK_SCORE
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
+from diag.views import serving
 from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
 from diag.views.units import format_value
 
@@ -64,8 +65,13 @@ def _scores(d: Diagnosis) -> Table:
 
 
 def _zero_labels(d: Diagnosis) -> Text:
-    zero = [lb for lb in LABELS if float(d.scores.get(lb, 0.0)) < 0.005]
-    return Text("0.00: " + ", ".join(zero), style="dim") if zero else Text("")
+    zero = [lb for lb in LABELS if float(d.scores.get(lb, 0.0)) < 0.005 and lb not in d.not_judged]
+    out = Text("0.00: " + ", ".join(zero), style="dim") if zero else Text("")
+    for label in LABELS:  # never 0.00 for a label the run could not show: say why
+        text = serving.not_judged_text(d, label)
+        if text and float(d.scores.get(label, 0.0)) < 0.005:
+            out += Text(("\n" if out.plain else "") + f"{label}: {text}", style="dim")
+    return out
 
 
 def _evidence(items: list[Evidence]) -> Text:
@@ -116,6 +122,10 @@ def build(d: Diagnosis, max_findings: int = MAX_FINDINGS) -> RenderableType:
     zero = _zero_labels(d)
     if zero.plain:
         parts.append(zero)
+    serving_lines = serving.lines(d)
+    if serving_lines:
+        parts.append(Text(""))
+        parts += [Text(line, style="dim") for line in serving_lines]
     shown = d.findings[:max_findings]
     if shown:
         parts.append(Text(""))
