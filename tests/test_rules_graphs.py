@@ -7,10 +7,13 @@ compiled in the default mode with graph breaks and recompilations.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import analysis_fixtures as F
 
 from diag.engine import diagnose
 
+DATA = Path(__file__).parent / "data"
 GRAPH_ADVICE = ("Replay the step as one CUDA graph", "capture the step with CUDA graphs")
 REDUCE_OVERHEAD = 'torch.compile(model, mode="reduce-overhead")'
 
@@ -92,3 +95,27 @@ def test_default_mode_with_breaks_and_recompiles(tmp_path) -> None:
     assert "instead of the default mode" in text       # but switch the mode
     fired = {f.rule for f in d.findings}
     assert {"graphs.graph_breaks", "graphs.recompiles"} <= fired
+
+
+def _advice(d) -> str:  # noqa: ANN001
+    return " ".join(r.text + " " + (r.code or "") for f in d.findings for r in f.recommendations)
+
+
+def test_recorded_h200_graph_replays_are_steps_and_not_told_to_use_graphs() -> None:
+    """sample_workloads/ranker_graph.py, 8 s on the H200 under diag profile (cupti windows)."""
+    from diag.store.run import open_run
+
+    d = diagnose(open_run(str(DATA / "gpu" / "ranker_graph")))
+    assert d.metrics["run.cuda_graphs"] == 1 and d.metrics["steady.steps"] > 10_000  # replays, not 3 warm-ups
+    assert d.primary == "launch_bound" and "graphs.small_work_per_replay" in [f.rule for f in d.findings]
+    assert not any(a in _advice(d) for a in GRAPH_ADVICE)
+
+
+def test_recorded_h200_compiled_run_has_no_graph_break_from_diag() -> None:
+    """ranker_compiled.py (reduce-overhead) on the H200: diag's hooks add no graph break, advice knows it."""
+    from diag.store.run import open_run
+
+    d = diagnose(open_run(str(DATA / "gpu" / "ranker_compiled")))
+    assert d.metrics["run.compiled"] == 1 and d.metrics["run.cuda_graphs"] == 1
+    assert d.metrics["run.graph_breaks"] == 0
+    assert REDUCE_OVERHEAD not in _advice(d) and not any(a in _advice(d) for a in GRAPH_ADVICE)
