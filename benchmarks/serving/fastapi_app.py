@@ -7,16 +7,15 @@ Environment:
                  called in the handler, no batcher)
   SERVE_MODEL    small (default) | large (the overloaded variant's ~30 requests/s)
   SERVE_ANNOTATE 1: wrap the handler in diag.request() and its parts in diag.stage()
-  SERVE_TIMES    a directory: each process writes its own handler times there (times.<pid>.json)
+  SERVE_TIMES    a directory: each process appends its handler times there (times.<pid>.txt), timed
+                 around the ASGI app as a timing middleware would
 The batcher takes up to 16 requests or waits 5 ms, and runs the model through asyncio.to_thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import json
 import os
 import time
 from typing import Any
@@ -24,31 +23,18 @@ from typing import Any
 import torch
 from fastapi import FastAPI
 
+from benchmarks.serving.common import Timed, ensure_blob, read_blob
 from benchmarks.serving.model import make_model, tokenize
 
 VARIANT = os.environ.get("SERVE_VARIANT", "base")
 ANNOTATE = os.environ.get("SERVE_ANNOTATE") == "1"
-TIMES_DIR = os.environ.get("SERVE_TIMES", "")
 MAX_BATCH, MAX_WAIT_S = 16, 0.005
-READ_BYTES = 16 << 20
-DATA_FILE = os.environ.get("SERVE_DATA", "/tmp/diag_serving_blob.bin")
 
 torch.set_num_threads(1)
 model = make_model(os.environ.get("SERVE_MODEL", "small"))
-app = FastAPI()
+api = FastAPI()
+app = Timed(api)
 _queue: asyncio.Queue[tuple[list[int], asyncio.Future[int]]] | None = None
-_handler_ms: list[float] = []
-
-
-def _write_times() -> None:
-    if TIMES_DIR:
-        with open(os.path.join(TIMES_DIR, f"times.{os.getpid()}.json"), "w") as f:
-            json.dump({"pid": os.getpid(), "handler_ms": _handler_ms}, f)
-
-
-atexit.register(_write_times)
-
-
 def _request() -> Any:
     if not ANNOTATE:
         return contextlib.nullcontext()
@@ -84,14 +70,13 @@ async def batcher() -> None:
                 fut.set_result(y)
 
 
-@app.on_event("startup")
+@api.on_event("startup")
 async def _start() -> None:
     global _queue
     _queue = asyncio.Queue()
     asyncio.get_running_loop().create_task(batcher())
-    if VARIANT == "read" and not os.path.exists(DATA_FILE):
-        with open(DATA_FILE, "wb") as f:
-            f.write(os.urandom(READ_BYTES))
+    if VARIANT == "read":
+        ensure_blob()
 
 
 def lookup() -> None:
@@ -99,22 +84,8 @@ def lookup() -> None:
     time.sleep(0.020)
 
 
-def read_blob() -> int:
-    """16 MB read with the page cache dropped first: every request goes to disk."""
-    fd = os.open(DATA_FILE, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        n = 0
-        while chunk := os.read(fd, 1 << 20):
-            n += len(chunk)
-        return n
-    finally:
-        os.close(fd)
-
-
-@app.post("/classify")
+@api.post("/classify")
 async def classify(body: dict[str, Any]) -> dict[str, Any]:
-    t0 = time.perf_counter()
     with _request():
         text = str(body.get("text", "the quick brown fox"))
         with _stage("tokenize"):
@@ -133,5 +104,4 @@ async def classify(body: dict[str, Any]) -> dict[str, Any]:
                 fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
                 await _queue.put((ids, fut))
                 label = await fut
-    _handler_ms.append((time.perf_counter() - t0) * 1e3)
     return {"label": label}

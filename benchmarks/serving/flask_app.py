@@ -6,36 +6,27 @@ Environment: SERVE_VARIANT (base | tokenize | read), SERVE_ANNOTATE, SERVE_TIMES
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
 import os
-import time
 from typing import Any
 
 import torch
 from flask import Flask, jsonify, request
 
-from benchmarks.serving.fastapi_app import read_blob  # the same uncached read
+from benchmarks.serving.common import TimedWsgi, ensure_blob, read_blob
 from benchmarks.serving.model import make_model, tokenize
 
 VARIANT = os.environ.get("SERVE_VARIANT", "base")
 ANNOTATE = os.environ.get("SERVE_ANNOTATE") == "1"
-TIMES_DIR = os.environ.get("SERVE_TIMES", "")
 
 torch.set_num_threads(1)
 model = make_model(os.environ.get("SERVE_MODEL", "small"))
 app = Flask(__name__)
-_handler_ms: list[float] = []
+if VARIANT == "read":
+    ensure_blob()
 
 
-def _write_times() -> None:
-    if TIMES_DIR:
-        with open(os.path.join(TIMES_DIR, f"times.{os.getpid()}.json"), "w") as f:
-            json.dump({"pid": os.getpid(), "handler_ms": _handler_ms}, f)
-
-
-atexit.register(_write_times)
+app.wsgi_app = TimedWsgi(app.wsgi_app)  # type: ignore[method-assign]
 
 
 def _ctx(kind: str, name: str = "") -> Any:
@@ -47,7 +38,6 @@ def _ctx(kind: str, name: str = "") -> Any:
 
 @app.post("/classify")
 def classify() -> Any:
-    t0 = time.perf_counter()
     with _ctx("request"):
         text = str((request.get_json(silent=True) or {}).get("text", "the quick brown fox"))
         with _ctx("stage", "tokenize"):
@@ -57,5 +47,4 @@ def classify() -> Any:
                 read_blob()
         with _ctx("stage", "model"), torch.inference_mode():
             label = int(model(torch.tensor([ids])).argmax(dim=1)[0])
-    _handler_ms.append((time.perf_counter() - t0) * 1e3)
     return jsonify(label=label)

@@ -82,8 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             prof.kill()
     client = _client(load.stdout)
-    handler = np.array([ms for p in work.glob("times.*.json")
-                        for ms in json.loads(p.read_text())["handler_ms"]], dtype=float)
+    handler = np.array([float(x) for p in work.glob("times.*.txt") for x in p.read_text().split()], dtype=float)
     ana = subprocess.run([*DIAG, "analyze", str(out), "--json"], cwd=ROOT, capture_output=True, text=True)
     d = json.loads(ana.stdout)
     m = d["metrics"]
