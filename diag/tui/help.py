@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 KEYS: tuple[tuple[str, str], ...] = (
-    ("1…7  tab  shift+tab", "switch view (or click a tab)"),
+    ("1…{n}  tab  shift+tab", "switch view (or click a tab)"),  # {n}: the number of views
     ("↑ ↓ pgup pgdn", "move in lists, scroll"),
     ("/", "filter the list in this view; enter keeps it, esc clears it"),
     ("p", "Stacks: next phase"),
@@ -47,7 +47,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         views = [(f"{i} {title}", text) for i, (title, text) in enumerate(self.views, 1)]
-        body = Group(_table("Keys", list(KEYS)), Text(""), _table("Views", views), Text(""),
+        keys = [(k.format(n=len(self.views)), text) for k, text in KEYS]
+        body = Group(_table("Keys", keys), Text(""), _table("Views", views), Text(""),
                      Text("esc closes this help", style="dim"))
         with VerticalScroll(id="help-body"):
             yield Static(body)
