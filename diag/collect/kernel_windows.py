@@ -48,6 +48,17 @@ True meanwhile, so those steps are flagged. A window also closes after
 while the current stream is capturing a CUDA graph: that step end is skipped
 and the next one tries again.
 
+**Multi-rank jobs** (`WORLD_SIZE` > 1 in the environment, as torchrun sets it):
+every rank must open and close its windows at the same step numbers, or one
+rank pays the profiler's start/stop while the others wait for it in the next
+collective, step after step. So there the schedule is by step number only:
+`after_s`, `spacing_s` and `max_s` are dropped (`WindowScheduler.ranks`), and
+the `window`/`schedule` event says so (run.json `collectors.kernels.schedule`).
+A multi-rank job where CUPTI would not be torn down after each window (a
+TEARDOWN_CUPTI=0, or CUDA graphs on a CUDA runtime older than 12.6) gets no
+windows, with the reason in run.json: CUPTI left subscribed beside NCCL's
+threads is the configuration a 2-rank H200 job hung in (issue 17).
+
 Accounting: every interval diag spends in the profiler is an `events` row of
 kind `window` (`profiler_init`, `start`, `stop`: stop includes writing the
 trace), so analysis subtracts all `window` events' `dur_ns` from the
@@ -106,15 +117,31 @@ class WindowScheduler:
     last_close_seq: int | None = None
     last_close_at: float = 0.0
     stopped: bool = False
+    ranks: int = 1           # world size: above 1, steps decide alone (no clock: ranks' clocks differ)
 
     @classmethod
-    def from_options(cls, options: dict[str, Any], installed_at: float) -> WindowScheduler:
+    def from_options(cls, options: dict[str, Any], installed_at: float, ranks: int = 1) -> WindowScheduler:
         o = {k: options.get(k, v) for k, v in DEFAULTS.items()}
         return cls(installed_at=installed_at, windows=int(o["kernel_windows"]),
                    steps=max(1, int(o["kernel_window_steps"])),
                    after_steps=int(o["kernel_window_after_steps"]), after_s=float(o["kernel_window_after_s"]),
                    spacing_steps=int(o["kernel_window_spacing_steps"]),
-                   spacing_s=float(o["kernel_window_spacing_s"]), max_s=float(o["kernel_window_max_s"]))
+                   spacing_s=float(o["kernel_window_spacing_s"]), max_s=float(o["kernel_window_max_s"]),
+                   ranks=max(1, ranks))
+
+    @property
+    def by_steps(self) -> bool:
+        """Step numbers alone decide (a multi-rank job): every rank picks the same steps."""
+        return self.ranks > 1
+
+    def describe(self) -> str:
+        """The schedule in words, for run.json."""
+        if not self.by_steps:
+            return (f"after {self.after_steps} steps and {self.after_s:g} s, {self.steps} steps each, "
+                    f"{self.spacing_steps} steps and {self.spacing_s:g} s apart")
+        return (f"by step number only ({self.ranks} ranks: a window on one rank alone would hold the others in "
+                f"their next collective): steps {self.after_steps}+, {self.steps} steps each, "
+                f"{self.spacing_steps} steps apart; time conditions dropped")
 
     @property
     def finished(self) -> bool:
@@ -126,7 +153,7 @@ class WindowScheduler:
             return None
         if self.open:
             self.in_window += 1
-            if self.in_window >= self.steps or now - self.opened_at >= self.max_s:
+            if self.in_window >= self.steps or (not self.by_steps and now - self.opened_at >= self.max_s):
                 return STOP
             return None
         if not self.initialised:
@@ -136,14 +163,15 @@ class WindowScheduler:
         if not self.warmed_up(seq, now):
             return None
         if self.last_close_seq is not None and (
-            seq - self.last_close_seq < self.spacing_steps or now - self.last_close_at < self.spacing_s
+            seq - self.last_close_seq < self.spacing_steps
+            or (not self.by_steps and now - self.last_close_at < self.spacing_s)
         ):
             return None
         return START
 
     def warmed_up(self, seq: int, now: float) -> bool:
-        """Warm-up is over: enough steps and enough seconds."""
-        return seq >= self.after_steps and now - self.installed_at >= self.after_s
+        """Warm-up is over: enough steps and (one process alone) enough seconds."""
+        return seq >= self.after_steps and (self.by_steps or now - self.installed_at >= self.after_s)
 
     def done(self, action: str, seq: int, now: float) -> None:
         """Record that `action` succeeded at the end of step `seq`."""
@@ -517,15 +545,26 @@ class KernelWindows:
                 return
             if self._capturing_now():
                 return  # the first step end does it instead
-            self._init(-1)
-            self.scheduler.done(INIT, -1, self.clock())
+            if self._init(-1):
+                self.scheduler.done(INIT, -1, self.clock())
         except Exception as exc:  # noqa: BLE001 - a profiler failure must never reach the target
             self._abandon(f"{self._what()} init failed: {exc.__class__.__name__}: {exc}"[:300])
         finally:
             self._lock.release()
 
-    def _init(self, seq: int) -> None:
+    def _unsafe_for_ranks(self, teardown: bool) -> bool:
+        """A multi-rank job without teardown: no windows at all (module doc), with the reason noted."""
+        if not self.scheduler.by_steps or teardown:
+            return False
+        self.scheduler.failed()
+        self.note(f"no kernel windows in a {self.scheduler.ranks}-rank job without CUPTI teardown "
+                  f"({self.teardown_why}): CUPTI left subscribed beside NCCL's threads can hang the job")
+        return True
+
+    def _init(self, seq: int) -> bool:
         teardown = self.decide_teardown()
+        if self._unsafe_for_ranks(teardown):
+            return False
         ts, t0 = self.wall_ns(), time.perf_counter_ns()
         try:
             self.backend.init(teardown)
@@ -536,6 +575,7 @@ class KernelWindows:
             self.backend.init(teardown)
         self.torn_down = self.torn_down or teardown
         self._event("profiler_init", ts, time.perf_counter_ns() - t0, seq=seq)
+        return True
 
     def old_cuda(self) -> bool:
         """The CUDA runtime is older than 12.6 (or unknown): teardown + re-init unsafe with graphs."""
@@ -544,6 +584,8 @@ class KernelWindows:
 
     def _start(self, seq: int) -> bool:
         """Open a window; False when it did not open (the scheduler is told by the caller)."""
+        if self.scheduler.by_steps and self._unsafe_for_ranks(self.decide_teardown()):
+            return False
         if self.torn_down and self.graphs_seen() and self.old_cuda():
             # CUDA graphs appeared after a teardown on an old CUDA: the re-init is what crashed.
             self.decide_teardown()
@@ -651,6 +693,14 @@ def _init_after_model_moves_to_gpu(kw: KernelWindows) -> None:
 
 
 
+def world_size(environ: Any = None) -> int:
+    """WORLD_SIZE as torchrun (or any launcher of torch.distributed) sets it; 1 when absent or bad."""
+    try:
+        return max(1, int((os.environ if environ is None else environ).get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
 def make_backend(requested: str, env: TeardownEnv,
                  cupti_installed: Callable[[], bool] | None = None) -> tuple[Any, str]:
     """The backend object for the `kernel_backend` option, and why it was chosen."""
@@ -677,9 +727,14 @@ def recorded_choice(events: list[dict[str, Any]]) -> dict[str, Any]:
     choices = [detail(e) for e in events if e.get("kind") == "window" and e.get("name") == "backend"]
     if not choices:
         return {}
+    out: dict[str, Any]
     d = choices[-1]
     out = {"backend": d.get("backend"), "teardown": d.get("teardown"),
            "why": "; ".join(str(w) for w in (d.get("why"), d.get("teardown_why")) if w)}
+    schedules = [detail(e) for e in events if e.get("kind") == "window" and e.get("name") == "schedule"]
+    if schedules:
+        out["schedule"] = schedules[-1].get("schedule")
+        out["world_size"] = schedules[-1].get("world_size")
     backends = sorted({str(c.get("backend")) for c in choices})
     if len(backends) > 1:
         out["backends"] = backends  # processes (or a fallback) used more than one
@@ -690,7 +745,8 @@ def install(recorder: Any) -> KernelWindows | None:
     """Attach kernel windows to the recorder, or note why not. Never raises."""
     try:
         options = dict(getattr(recorder, "options", None) or {})
-        scheduler = WindowScheduler.from_options(options, installed_at=time.monotonic())
+        ranks = world_size()
+        scheduler = WindowScheduler.from_options(options, installed_at=time.monotonic(), ranks=ranks)
         if scheduler.windows <= 0:
             KernelWindows(recorder, scheduler).note("kernel windows turned off (kernel_windows=0)")
             return None
@@ -703,6 +759,8 @@ def install(recorder: Any) -> KernelWindows | None:
         backend, why = make_backend(requested if requested in BACKENDS else "auto", env)
         kw = KernelWindows(recorder, scheduler, backend=backend, backend_why=why, env=env, requested=requested)
         kw.decide_teardown()  # the user's TEARDOWN_CUPTI is known now; graphs are not yet
+        if scheduler.by_steps:
+            kw._event("schedule", time.time_ns(), 0, schedule=scheduler.describe(), world_size=ranks)
         recorder.on_step_end.append(kw.on_step_end)
         if backend.early_init:
             _init_after_model_moves_to_gpu(kw)
