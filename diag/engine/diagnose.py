@@ -12,8 +12,9 @@ from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation, severity_rank
 from diag.engine.evaluate import render
+from diag.engine.load_findings import add_load_findings
 from diag.engine.policy import Policy, builtin_policy, load_policy
-from diag.engine.rules import Rule, load_rules
+from diag.engine.rules import RecommendationSpec, Rule, load_rules
 from diag.store.run import Run
 from diag.store.safe import int64, number
 
@@ -36,6 +37,7 @@ def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis
     members = judge_members(run, lambda r: _judge_member(r, rules, policy))
     if members:
         d.serving["members"] = [asdict(m) for m in members]
+    add_load_findings(run, d)
     return d
 
 
@@ -139,10 +141,25 @@ def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 
         recs.append(Recommendation(text=render(spec.text, vals), code=spec.code,
                                    expected_gain=render(spec.expected_gain, vals) if spec.expected_gain
                                    and (spec.gain is None or gain is not None) else "",
-                                   link=spec.link))
+                                   link=spec.link, **_gain_numbers(spec, gain, metrics)))
     evidence = [Evidence(e.metric, metrics.get(e.metric), unit(e.metric), e.threshold) for e in rule.evidence]
     return Finding(rule=rule.id, label=rule.label, severity=severity, title=render(rule.title, values),
                    score=round(score, 3), evidence=evidence, recommendations=recs)
+
+
+def _gain_numbers(spec: RecommendationSpec, gain: Any, metrics: dict[str, float | None]) -> dict[str, Any]:
+    """gain_max (the rule's bound), gain_point (its prediction, never above the bound) and gain_on."""
+    bound = _factor(gain)
+    point = _factor(spec.predict(metrics)) if spec.predict is not None else None
+    if point is not None and bound is not None:
+        point = min(point, bound)
+    return {"gain_max": bound, "gain_point": point, "gain_on": spec.gain_on if bound or point else ""}
+
+
+def _factor(v: Any) -> float | None:
+    """A speed-up factor rounded for JSON, or None for no number (or a nonsense one below 1)."""
+    f = number(v) if not isinstance(v, bool) else None
+    return round(f, 3) if f is not None and f >= 1.0 else None
 
 
 def _lacking_evidence(phases: Phases, metrics: dict[str, float | None], policy: Policy, trace: bool = False) -> str:

@@ -61,6 +61,12 @@ class Recommendation:
     code: str = ""
     expected_gain: str = ""  # an upper bound from the measured shares
     link: str = ""  # docs/ page or anchor
+    # the rule's `gain` as a number: at most this factor (None when the rule gives none), on
+    # `gain_on` ("throughput", "request_latency" or "wall_time"); `gain_point` is the rule's point
+    # prediction (`predict`) where the data allows one. `diag compare` holds the realised gain to them.
+    gain_max: float | None = None
+    gain_point: float | None = None
+    gain_on: str = ""
 
 
 @dataclass
@@ -91,6 +97,8 @@ class Diagnosis:
     # request time by measured part and by stage, threads by role, members (workers) judged on their
     # own: diag.analysis.serving.summary; {} when the program serves nothing
     serving: dict[str, Any] = field(default_factory=dict)
+    # the load driven at it (diag load, diag profile --load): diag.analysis.load.summary; {} without one
+    load: dict[str, Any] = field(default_factory=dict)
 
     def no_verdict_reason(self) -> str:
         """Why `primary` is None: the engine's own `verdict.*` finding, in its words."""
@@ -110,6 +118,7 @@ class Diagnosis:
             "not_judged": dict(self.not_judged),
             "names": dict(self.names),
             "serving": self.serving,
+            "load": self.load,
         }
 
     @classmethod
@@ -132,6 +141,7 @@ class Diagnosis:
             not_judged=data.get("not_judged") or {},
             names=data.get("names") or {},
             serving=data.get("serving") or {},
+            load=data.get("load") or {},
         )
 
 

@@ -15,8 +15,10 @@ A rule file holds `[[rule]]` tables:
     [[rule.recommendation]]
     text = "Pin the host buffer ({steady.copy_bytes_per_step:,.0f} B per step) ..."
     code = "x = x.pin_memory().to('cuda', non_blocking=True)"
-    gain = "limit(steady.copy_share)"      # optional expression: the value `gain`
+    gain = "limit(steady.copy_share)"      # optional expression: the value `gain` (JSON: gain_max)
     expected_gain = "at most {gain:.2f}x"  # template; may use {gain}
+    predict = "amdahl(steady.copy_share, 2.5)"  # optional: a point prediction (JSON: gain_point)
+    gain_on = "throughput"                 # optional: throughput | request_latency | wall_time
     link = "docs/rules.md#transfer-pageable-copies"
     when = "steady.copy_pageable_fraction > 0.5"   # optional extra condition
 
@@ -56,7 +58,10 @@ TEMPLATE_EXTRAS = ("gain", "score")
 # Not a rule file: the verdict policy (diag.engine.policy), beside the rules.
 POLICY_FILE = "policy.toml"
 RULE_KEYS = {"id", "label", "title", "when", "score", "severity", "evidence", "recommendation", "fallback"}
-REC_KEYS = {"text", "code", "gain", "expected_gain", "link", "when"}
+REC_KEYS = {"text", "code", "gain", "expected_gain", "link", "when", "predict", "gain_on"}
+# what a recommendation's gain speeds up (Recommendation.gain_on); without `gain_on` it is read from
+# expected_gain's words: "wall time" -> wall_time, "latency" -> request_latency, else throughput
+GAIN_ON = ("throughput", "request_latency", "wall_time")
 
 
 @dataclass
@@ -67,6 +72,14 @@ class RecommendationSpec:
     expected_gain: str = ""
     link: str = ""
     when: Expr | None = None
+    predict: Expr | None = None  # a point prediction of the gain, where the data allows one
+    gain_on: str = "throughput"
+
+
+def gain_target(expected_gain: str) -> str:
+    """What a gain template speaks of, from its words (see GAIN_ON)."""
+    text = expected_gain.lower()
+    return "wall_time" if "wall time" in text else "request_latency" if "latency" in text else "throughput"
 
 
 @dataclass
@@ -219,13 +232,18 @@ def _rule(name: str, index: int, r: dict[str, Any]) -> Rule:
         try:
             gain = compile_expr(rec["gain"], known) if "gain" in rec else None
             rwhen = compile_expr(rec["when"], known) if "when" in rec else None
+            predict = compile_expr(rec["predict"], known) if "predict" in rec else None
         except ValueError as exc:
             raise fail(str(exc)) from None
+        gain_on = rec.get("gain_on") or gain_target(rec.get("expected_gain", ""))
+        if gain_on not in GAIN_ON:
+            raise fail(f"gain_on must be one of {', '.join(GAIN_ON)}")
         _check_template(fail, "text", rec["text"])
         _check_template(fail, "expected_gain", rec.get("expected_gain", ""))
         recs.append(RecommendationSpec(rec["text"], str(rec.get("code", "")), gain,
                                        str(rec.get("expected_gain", "")),
-                                       str(rec.get("link", "")) or f"docs/rules.md#{anchor(r['id'])}", rwhen))
+                                       str(rec.get("link", "")) or f"docs/rules.md#{anchor(r['id'])}", rwhen,
+                                       predict, gain_on))
     fallback = r.get("fallback", False)
     if not isinstance(fallback, bool) or (fallback and not label):
         raise fail("fallback must be true or false, and a fallback rule needs a label")
