@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                        usage="diag profile [--out RUN] [--duration S] [options] -- CMD [ARGS...]")
     p.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-<name>)")
     _add_profile_options(p)
+    p.add_argument("--slo", action="append", default=[], metavar="'p99<200ms'",
+                   help="with --load: objective the load must meet (pNN|max|mean<TIME, errors<PCT; repeatable)")
     p.add_argument("--json", metavar="FILE", dest="json_file",
                    help="also write the diagnosis as JSON to FILE (stdout stays the target's)")
     p.add_argument("--html", nargs="?", const="", default=None, metavar="FILE", help="also write an HTML report")
@@ -160,13 +162,43 @@ def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
     for path in (args.html, args.json_file):
         if path:
             _check_output(path)
-    rec = record(cmd, opts)
+    load = _profiled_load(args, opts)
+    rec = record(cmd, opts, load)
     code = _finish(args, rec)
+    if load is not None:
+        code = _load_exit_code(load, rec, code)
     if rec.reraise:  # the target died of a signal diag had no part in: a parent sees diag die of it too
         from diag.collect.launcher import end_like_target
 
         return end_like_target(rec.reraise)
     return code
+
+
+def _profiled_load(args: argparse.Namespace, opts):  # noqa: ANN001, ANN202 - ProfiledLoad | None
+    """`--load 'URL ...'`: the load to drive at the server, its words checked before the server starts."""
+    if not opts.load:
+        if args.slo:
+            raise DiagError("--slo needs --load 'URL ...' (or use diag load URL --slo ...)")
+        return None
+    import shlex
+
+    from diag.load.profiled import ProfiledLoad
+    from diag.load.spec import parse_load_args
+
+    words = shlex.split(opts.load) + [w for s in args.slo for w in ("--slo", s)]
+    quiet = args.quiet
+    return ProfiledLoad(parse_load_args(words), opts.load_wait_s,
+                        say=None if quiet else (lambda text: print(f"diag: {text}", file=sys.stderr)))
+
+
+def _load_exit_code(load, rec, code: int) -> int:  # noqa: ANN001
+    """With --load, diag stops the server itself: the load's verdict (1: never answered, an SLO broke)
+    then says how the run went, not the stopped server's code; a server that ended on its own keeps its own."""
+    if load.error:
+        print(f"diag: {load.error}", file=sys.stderr)
+    if rec.manifest.get("stopped_by_duration"):
+        return load.exit_code
+    return code or load.exit_code
 
 
 def _finish(args: argparse.Namespace, rec) -> int:  # noqa: ANN001

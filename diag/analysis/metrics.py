@@ -7,7 +7,7 @@ fire on it). docs/metrics.md is generated from `CATALOG`.
 
 from __future__ import annotations
 
-from diag.analysis import gpu, graphs, host, latency, runtime, serving, shares, startup
+from diag.analysis import gpu, graphs, host, latency, load, runtime, serving, shares, startup
 from diag.analysis.catalog import Metric
 from diag.analysis.context import Context
 from diag.analysis.phases import Phases, compute_phases
@@ -15,7 +15,7 @@ from diag.store.run import Run
 
 CATALOG: list[Metric] = (
     startup.METRICS + runtime.METRICS + shares.METRICS + latency.METRICS + gpu.METRICS + host.METRICS
-    + graphs.METRICS + serving.METRICS
+    + graphs.METRICS + serving.METRICS + load.METRICS
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in CATALOG}
 
@@ -32,7 +32,7 @@ def compute_metrics(run: Run, phases: Phases | None = None) -> dict[str, float |
     ctx = Context(run, phases, phases.steady)
     out: dict[str, float | None] = {m.name: None for m in CATALOG}
     out.update(startup.compute(run, phases, ctx.device))
-    for module in (runtime, shares, latency, gpu, host, graphs, serving):
+    for module in (runtime, shares, latency, gpu, host, graphs, serving, load):
         out.update(module.compute(ctx))
     unknown = set(out) - set(BY_NAME)
     if unknown:  # a module computed something the catalog does not describe

@@ -65,11 +65,13 @@ def wait(
     duration_s: float | None = None,
     grace_s: float = 5.0,
     on_tick: Callable[[], None] | None = None,
+    stop_when: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Wait for the target, forwarding signals; stop it gracefully after `duration_s`.
 
     The graceful stop sends SIGINT, then SIGTERM after `grace_s`, then SIGKILL
-    to the target and its descendants after another `grace_s`.
+    to the target and its descendants after another `grace_s`. `stop_when()`
+    returning True starts the same graceful stop (`diag profile --load`: the load ended).
     """
     deadline = time.monotonic() + duration_s if duration_s else None
     stop_stage, next_stage_at = 0, 0.0
@@ -81,6 +83,8 @@ def wait(
             if not (info.si_signo in FROM_TTY and info.si_code == SI_KERNEL):
                 _send(proc, info.si_signo)
         now = time.monotonic()
+        if stop_when is not None and (deadline is None or now < deadline) and stop_when():
+            deadline = now
         if deadline is not None and now >= deadline and now >= next_stage_at:
             if stop_stage == 0:
                 _send(proc, signal.SIGINT)

@@ -76,6 +76,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("stack_rate_hz", None, "py-spy sampling rate (default: 100, or 50 on hosts with fewer than 8 cores, "
            "10 while a host of at most 4 cores has no idle core; a rate given here is kept)",
            flag="--stack-rate", type=int, metavar="HZ", min=1, max=1000),
+    Option("load", None, "drive HTTP load at the server once URL answers, then stop it (the words of "
+           "`diag load`: 'URL --rate 50 --duration 10 --slo p99<200ms'); client and server side in one run",
+           flag="--load", type=str, metavar="'URL --rate R ...'"),
+    Option("load_wait_s", 60.0, "with --load: seconds to wait for URL to answer before giving up (the server "
+           "is then stopped, the run kept)", flag="--load-wait", type=float, metavar="S", min=0.1, max=_DAY),
     Option("stacks", True, "do not sample Python stacks (py-spy)", flag="--no-stacks", off="--no-stacks"),
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
     # -- passed to the target ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ import secrets
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from diag.collect import launcher
 from diag.collect.kernel_windows import recorded_choice
@@ -47,7 +47,18 @@ class ProfileOptions:
     kernel_backend: str = default("kernel_backend")
     kernel_window_steps: int = default("kernel_window_steps")
     redact: bool = default("redact")
+    load: str | None = default("load")  # `diag load` words; the CLI turns them into a Companion
+    load_wait_s: float = default("load_wait_s")
     extra: dict[str, Any] = field(default_factory=dict)  # more target options (DIAG_OPTIONS)
+
+
+class Companion(Protocol):
+    """Work diag does beside the target while it runs (`diag profile --load`: drive load at it)."""
+
+    def public(self) -> dict[str, Any]: ...  # its settings for run.json["options"], secrets hidden
+    def start(self, run_dir: str, pid: int) -> None: ...  # the target runs; return at once
+    def done(self) -> bool: ...  # True: its work is over, stop the target (SIGINT, then the escalation)
+    def finish(self, manifest: dict[str, Any]) -> None: ...  # the target ended: end, add rows and notes
 
 
 @dataclass
@@ -211,8 +222,11 @@ def _gpu_inventory(enabled: bool) -> dict[str, Any]:
         return {"count": 0, "reason": f"{exc.__class__.__name__}: {exc}"}
 
 
-def record(cmd: list[str], opts: ProfileOptions) -> Recording:
-    """Run `cmd` under diag and return where the run went and the target's exit code."""
+def record(cmd: list[str], opts: ProfileOptions, companion: Companion | None = None) -> Recording:
+    """Run `cmd` under diag and return where the run went and the target's exit code.
+
+    `companion` (optional) starts once the target runs; when it is done the target is stopped.
+    """
     if not cmd:
         raise DiagError("no command given: diag profile [options] -- CMD [ARGS...]")
     _check_runnable(cmd)
@@ -228,9 +242,11 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
         "host": host_info(), "gpu": _gpu_inventory(opts.gpu), "versions": versions(),
         "env": allowed_env(dict(os.environ), redact=opts.redact),
         "collectors": {"hooks": {"status": "ok"} if opts.hooks else {"status": "off", "reason": off_reason("hooks")}},
-        "options": {**{k: v for k, v in asdict(opts).items() if k not in ("out", "extra")},
+        "options": {**{k: v for k, v in asdict(opts).items() if k not in ("out", "extra", "load")},
                     "stack_rate_hz": opts.stack_rate_hz or default_stack_rate()},
     }
+    if companion is not None:  # the load's words may hold a secret header: its redacted settings only
+        manifest["options"]["load"] = companion.public()
     _claim(run_dir, out, manifest)
 
     launcher.block_signals()
@@ -246,6 +262,8 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
         samplers, off = _samplers(opts)
         for s in samplers:
             s.start(run_dir, proc.pid)
+        if companion is not None:
+            companion.start(run_dir, proc.pid)
         # Samplers record their status as soon as they know it: a killed diag still says why.
         manifest["collectors"].update(off)
         manifest["collectors"].update({s.name: s.status() for s in samplers})
@@ -253,11 +271,14 @@ def record(cmd: list[str], opts: ProfileOptions) -> Recording:
     except Exception as exc:  # noqa: BLE001 - diag's trouble never stops the target
         _warn(f"recording degraded ({exc.__class__.__name__}: {exc})")
 
-    outcome = launcher.wait(proc, opts.duration_s, opts.grace_s)
+    outcome = launcher.wait(proc, opts.duration_s, opts.grace_s,
+                            stop_when=companion.done if companion is not None else None)
     launcher.unblock_in_child()
     try:
         for s in samplers:
             s.stop()
+        if companion is not None:
+            companion.finish(manifest)
         manifest.update(end_ns=time.time_ns(), exit_code=outcome.exit_code, signal=outcome.signal,
                         stopped_by_duration=outcome.stopped_by_duration)
         manifest["duration_s"] = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
