@@ -7,7 +7,8 @@ Installed by diag.collect.hooks right after the target imports torch.
   thread-local read and goes straight to the original (no global forward
   hooks, so torch keeps its fast path). On CUDA, a `torch.cuda.Event` pair is
   recorded around the step without synchronizing; the pair is resolved later
-  with `Event.query()` (on later steps, by the flusher, blocking only at exit)
+  with `Event.query()` (on later steps, by the flusher; at exit polled for at most 2 s, never a
+  blocking synchronize: a GPU stuck in a collective must not hold the exit)
   and the step row is written then with `gpu_ns` (span from the step's first
   to its last GPU work on the current stream). Steps are timed with events for
   the first `cuda_event_all` CUDA steps, then 1 in `cuda_event_every`;
@@ -53,6 +54,7 @@ _time_ns = time.time_ns
 _perf_ns = time.perf_counter_ns
 _MAX_SHAPES = 8
 _MAX_PENDING = 256  # CUDA event pairs waiting to complete
+_EXIT_WAIT_S = 2.0  # at exit, queued GPU work gets this long to finish (resolve)
 
 
 def _tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
@@ -72,6 +74,7 @@ def _tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
 
 _DTYPE_NAMES: dict[Any, str] = {}
 _CUDA_NAMES = [f"cuda:{i}" for i in range(64)]
+_CUDA_INDEX = {name: i for i, name in enumerate(_CUDA_NAMES)}  # a step's device -> its index, no parsing
 
 
 def _non_blocking(args: tuple, kwargs: dict) -> bool:
@@ -125,6 +128,7 @@ class TorchHooks:
         self.free_events: dict[int, list[tuple[Any, Any]]] = {}  # per device index
         self.event_sync: Any = None  # the real Event.synchronize (ours would count as a sync)
         self.lock = threading.Lock()
+        self.exit_wait_s = _EXIT_WAIT_S
         self.cuda_steps = 0
         # CUDA-event timing: every step of the first `event_all`, then 1 in `event_every` (read once here).
         self.cuda_events = bool(self.opts.get("cuda_events", True))
@@ -226,8 +230,11 @@ class TorchHooks:
         if row is not None and row[WEIGHT] and self.cuda_events:
             try:
                 device = row[DEVICE]
-                if device[:4] == "cuda" or (device == "" and self._cuda_initialized()):
-                    events = self._start_events(int(device[5:]) if device[:5] == "cuda:" else None)
+                index = _CUDA_INDEX.get(device)
+                if index is None and device[:5] == "cuda:":
+                    index = int(device[5:])
+                if index is not None or device == "cuda" or (device == "" and self._cuda_initialized()):
+                    events = self._start_events(index)
                     if events is not None:
                         rec.restart_clock(row)  # recording the event is diag's time, not the step's
             except Exception:  # noqa: BLE001 - never hurt the target: the step is just not GPU-timed
@@ -298,25 +305,36 @@ class TorchHooks:
         return pair[0], pair[1], stream, index
 
     def resolve(self, block: bool = False) -> None:
-        """Write the step rows whose CUDA events have completed (all of them if block)."""
+        """Write the step rows whose CUDA events have completed; `block` (at exit): wait for the rest,
+        polling `query()` for at most `exit_wait_s`, then write them with gpu_ns -1. Never a blocking
+        synchronize: a rank whose GPU is stuck in a collective must still exit (issue 17)."""
         if not self.pending:
             return
-        with self.lock:
+        deadline = 0.0  # set at the first wait: the per-step call (block False) pays nothing for it
+        if not self.lock.acquire(timeout=self.exit_wait_s if block else -1):
+            return  # at exit, another thread holds it: its rows stay unwritten, the exit goes on
+        try:
             while self.pending:
                 row, start, end, index = self.pending[0]
                 try:
                     if len(self.pending) > _MAX_PENDING:
                         raise TimeoutError  # too far behind: give up on the oldest
-                    if block:
-                        (self.event_sync or type(end).synchronize)(end)
-                    elif not end.query():
-                        break
+                    if not end.query():
+                        if not block:
+                            break
+                        deadline = deadline or time.monotonic() + self.exit_wait_s
+                        while not end.query():
+                            if time.monotonic() >= deadline:
+                                raise TimeoutError
+                            time.sleep(0.002)
                     row[GPU_NS] = int(start.elapsed_time(end) * 1e6)
                     self.free_events.setdefault(index, []).append((start, end))
-                except Exception:  # noqa: BLE001 - not completed or CUDA gone: unknown
+                except Exception:  # noqa: BLE001 - not completed in time or CUDA gone: unknown
                     row[GPU_NS] = -1
                 self.pending.popleft()
                 self.rec.step(row)
+        finally:
+            self.lock.release()
 
     # -- copies and syncs ---------------------------------------------------------
 
@@ -375,15 +393,19 @@ class TorchHooks:
         orig_copy = Tensor.copy_
 
         def copy_(self: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
-            if compiling():
+            # A same-device copy (static CUDA-graph inputs, casts) is no row: it leaves before any
+            # timing. The device tests are plain tensor reads, fine inside a dynamo trace too.
+            if not isinstance(src, Tensor):
+                return orig_copy(self, src, *args, **kwargs)
+            dst_cuda, src_cuda = self.is_cuda, src.is_cuda
+            if (dst_cuda == src_cuda and (not dst_cuda or self.get_device() == src.get_device())) or compiling():
                 return orig_copy(self, src, *args, **kwargs)
             t0 = _perf_ns()
             out = orig_copy(self, src, *args, **kwargs)
-            if isinstance(src, Tensor) and (self.is_cuda or src.is_cuda):
-                try:
-                    copy("copy_", src, self, args, kwargs, t0)
-                except Exception:  # noqa: BLE001
-                    pass
+            try:
+                copy("copy_", src, self, args, kwargs, t0)
+            except Exception:  # noqa: BLE001
+                pass
             return out
 
         copy_.__wrapped__ = orig_copy  # type: ignore[attr-defined]
@@ -394,9 +416,9 @@ class TorchHooks:
         sync = self.rec.sync
         compiling = compiling_probe(torch)
 
-        def timed(api: str, orig: Any, only_cuda_self: bool = False) -> Any:
+        def timed(api: str, orig: Any) -> Any:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                if (only_cuda_self and not args[0].is_cuda) or compiling():
+                if compiling():
                     return orig(*args, **kwargs)
                 ts = _time_ns()
                 t0 = _perf_ns()
@@ -405,14 +427,26 @@ class TorchHooks:
                 finally:
                     sync(api, ts, _perf_ns() - t0)
 
-            wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
-            wrapper.__name__ = wrapper.__qualname__ = api.rsplit(".", 1)[-1]
-            wrapper.__doc__ = getattr(orig, "__doc__", None)
-            return wrapper
+            return _named(wrapper, api, orig)
+
+        def timed_cuda_method(api: str, orig: Any) -> Any:
+            # Tensor.item / .tolist: called on CPU tensors all the time, and once a step on CUDA
+            # (ranker_graph reads its score back): one attribute test for the first.
+            def method(self: Any) -> Any:
+                if not self.is_cuda or compiling():
+                    return orig(self)
+                ts = _time_ns()
+                t0 = _perf_ns()
+                try:
+                    return orig(self)
+                finally:
+                    sync(api, ts, _perf_ns() - t0)
+
+            return _named(method, api, orig)
 
         torch.cuda.synchronize = timed("torch.cuda.synchronize", torch.cuda.synchronize)
-        torch.Tensor.item = timed("Tensor.item", torch.Tensor.item, only_cuda_self=True)
-        torch.Tensor.tolist = timed("Tensor.tolist", torch.Tensor.tolist, only_cuda_self=True)
+        torch.Tensor.item = timed_cuda_method("Tensor.item", torch.Tensor.item)
+        torch.Tensor.tolist = timed_cuda_method("Tensor.tolist", torch.Tensor.tolist)
         self.event_sync = torch.cuda.Event.synchronize
         torch.cuda.Event.synchronize = timed("Event.synchronize", torch.cuda.Event.synchronize)
         torch.cuda.Stream.synchronize = timed("Stream.synchronize", torch.cuda.Stream.synchronize)
@@ -495,6 +529,14 @@ class TorchHooks:
             fn.__wrapped__ = orig  # type: ignore[attr-defined]
             fn.__doc__ = orig.__doc__
             setattr(nvtx, orig.__name__, fn)
+
+
+def _named(wrapper: Any, api: str, orig: Any) -> Any:
+    """`wrapper` dressed as `orig` (name, doc, `__wrapped__`)."""
+    wrapper.__wrapped__ = orig
+    wrapper.__name__ = wrapper.__qualname__ = api.rsplit(".", 1)[-1]
+    wrapper.__doc__ = getattr(orig, "__doc__", None)
+    return wrapper
 
 
 def compiling_probe(torch: Any) -> Any:
