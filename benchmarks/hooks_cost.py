@@ -1,14 +1,29 @@
-"""What does one step cost under diag's hooks, in microseconds?
+"""What does one step (and one NVTX range) cost under diag's hooks, in microseconds?
 
-Installs the torch hooks on the real torch and the onnxruntime hooks on a fake
-`onnxruntime` module (a session whose `run` returns at once, so only the hook
-is measured), then times a tiny nested `nn.Module` forward and an ORT-like
-`run` with the hooks and plain, interleaved (plain, hooked, plain, hooked...).
-Prints the median per-step time of each and the median extra cost per step.
-Rows are flushed between rounds, outside the timed region, as the recorder's
-flusher thread would do off the target's thread.
+Times each case plain and hooked, interleaved (plain, hooked, plain, hooked...),
+and prints the median per-call time of each, the median extra cost per call on
+the target's thread, and what the flusher thread then spends per call turning
+the rows into JSON (off the target's thread, but it takes the GIL: a
+single-threaded target pays it too). Rows are flushed between rounds, outside
+the timed region.
 
-    python benchmarks/hooks_cost.py [--rounds 41] [--steps 1000]
+Cases:
+- torch nn.Module forward: a tiny nested `nn.Module` on the real (CPU) torch;
+  the extra cost is one outermost step plus 3 nested module calls.
+- ORT-like run: an `InferenceSession.run` on a fake onnxruntime that returns
+  at once, so only the hook is measured.
+- graph-replay-like step: ranker_graph's loop on fake CUDA (real hook code,
+  real `torch.compiler.is_compiling`): two same-device CUDA `copy_` into
+  static buffers, `CUDAGraph.replay()`, `.item()` on a CUDA tensor. The fake
+  CUDA calls return at once; on a GPU each one costs about 1 to 3 µs more,
+  so the case also counts the CUDA API calls the hooks make per step.
+- NVTX range: `nvtx.push_range` / `nvtx.pop_range` on the real nvtx package
+  (no Nsight attached).
+
+Budgets (extra µs on the target's thread, this 2-core CPU box): see BUDGET_US;
+the command exits with 1 when a median goes over its budget.
+
+    python benchmarks/hooks_cost.py [--rounds 41] [--steps 1000] [--only NAME]
 
 To compare with another tree: `PYTHONPATH=/path/to/tree python benchmarks/hooks_cost.py`.
 """
@@ -16,6 +31,7 @@ To compare with another tree: `PYTHONPATH=/path/to/tree python benchmarks/hooks_
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import statistics
 import tempfile
@@ -24,8 +40,16 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+# Extra µs per call on the target's thread that the hooks must stay under (median of rounds).
+BUDGET_US = {
+    "torch nn.Module forward": 3.0 + 3 * 1.0,  # one outermost step + 3 nested module calls
+    "ORT-like run": 3.0,
+    "graph-replay-like step": 3.0,            # the replay step + 2 same-device copies + 1 .item() sync
+    "NVTX range": 1.0,
+}
 
-def _per_step_us(fn: Callable[[], Any], steps: int) -> float:
+
+def _per_call_us(fn: Callable[[], Any], steps: int) -> float:
     t0 = time.perf_counter_ns()
     for _ in range(steps):
         fn()
@@ -34,19 +58,36 @@ def _per_step_us(fn: Callable[[], Any], steps: int) -> float:
 
 def interleaved(call: Callable[[], Any], use_plain: Callable[[], None], use_hooked: Callable[[], None],
                 flush: Callable[[], None], rounds: int, steps: int) -> dict[str, float]:
-    """Median µs per step plain and hooked, and the median of the per-round differences."""
-    plain, hooked, extra = [], [], []
+    """Median µs per call plain and hooked, of the per-round differences, and of the flush per call."""
+    plain, hooked, extra, flushed = [], [], [], []
     for _ in range(rounds):
         use_plain()
-        p = _per_step_us(call, steps)
+        p = _per_call_us(call, steps)
         use_hooked()
-        h = _per_step_us(call, steps)
+        h = _per_call_us(call, steps)
+        t0 = time.perf_counter_ns()
         flush()
+        flushed.append((time.perf_counter_ns() - t0) / steps / 1e3)
         plain.append(p)
         hooked.append(h)
         extra.append(h - p)
     return {"plain_us": statistics.median(plain), "hooked_us": statistics.median(hooked),
-            "extra_us": statistics.median(extra)}
+            "extra_us": statistics.median(extra), "flush_us": statistics.median(flushed)}
+
+
+def _swapper(patched: list[tuple[Any, str]]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(use_plain, use_hooked) for hooked attributes whose originals are in `__wrapped__`."""
+    hooked = [(owner, name, getattr(owner, name)) for owner, name in patched]
+
+    def use_plain() -> None:
+        for owner, name, fn in hooked:
+            setattr(owner, name, fn.__wrapped__)
+
+    def use_hooked() -> None:
+        for owner, name, fn in hooked:
+            setattr(owner, name, fn)
+
+    return use_plain, use_hooked
 
 
 def torch_case(rec: Any, rounds: int, steps: int) -> dict[str, float]:
@@ -55,23 +96,16 @@ def torch_case(rec: Any, rounds: int, steps: int) -> dict[str, float]:
     from diag.collect.hooks import torch as torch_hooks
 
     torch_hooks.install(rec, torch)
-    hooked = torch.nn.Module.__call__
-    plain = hooked.__wrapped__
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)).eval()
     x = torch.randn(2, 4)
-
-    def use(fn: Any) -> Callable[[], None]:
-        def set_call() -> None:
-            torch.nn.Module.__call__ = fn
-        return set_call
-
+    use_plain, use_hooked = _swapper([(torch.nn.Module, "__call__")])
     with torch.inference_mode():
         for _ in range(200):  # warm up
             model(x)
         try:
-            return interleaved(lambda: model(x), use(plain), use(hooked), rec.flush, rounds, steps)
+            return interleaved(lambda: model(x), use_plain, use_hooked, rec.flush, rounds, steps)
         finally:
-            torch.nn.Module.__call__ = hooked
+            use_hooked()
 
 
 def _fake_ort() -> Any:
@@ -96,47 +130,213 @@ def ort_case(rec: Any, rounds: int, steps: int) -> dict[str, float]:
 
     ort = _fake_ort()
     ort_hooks.install(rec, ort)
-    cls = ort.InferenceSession
-    hooked = cls.run
-    plain = hooked.__wrapped__
-    sess = cls(b"model", providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(b"model", providers=["CPUExecutionProvider"])
     feed = {"X": np.ones((5, 4), dtype=np.float32)}
-
-    def use(fn: Any) -> Callable[[], None]:
-        def set_run() -> None:
-            cls.run = fn
-        return set_run
-
+    use_plain, use_hooked = _swapper([(ort.InferenceSession, "run")])
     for _ in range(200):
         sess.run(None, feed)
-    return interleaved(lambda: sess.run(None, feed), use(plain), use(hooked), rec.flush, rounds, steps)
+    return interleaved(lambda: sess.run(None, feed), use_plain, use_hooked, rec.flush, rounds, steps)
+
+
+# -- fake CUDA for the graph-replay case: each call returns at once and is counted ---------------
+
+CUDA_CALLS: collections.Counter[str] = collections.Counter()
+
+
+class _FakeEvent:
+    def __init__(self, enable_timing: bool = False) -> None:
+        CUDA_CALLS["Event()"] += 1
+
+    def record(self, stream: Any = None) -> None:
+        CUDA_CALLS["Event.record"] += 1
+
+    def query(self) -> bool:
+        CUDA_CALLS["Event.query"] += 1
+        return True
+
+    def synchronize(self) -> None:
+        CUDA_CALLS["Event.synchronize"] += 1
+
+    def elapsed_time(self, end: Any) -> float:
+        CUDA_CALLS["Event.elapsed_time"] += 1
+        return 0.1
+
+
+class _FakeStream:
+    def synchronize(self) -> None:
+        pass
+
+
+class _FakeGraph:
+    def capture_begin(self, pool: Any = None) -> None:
+        _FakeCuda.capturing = True
+
+    def capture_end(self) -> None:
+        _FakeCuda.capturing = False
+
+    def replay(self) -> None:
+        pass
+
+
+class _FakeCuda:
+    Event = _FakeEvent
+    Stream = _FakeStream
+    CUDAGraph = _FakeGraph
+    capturing = False
+    _stream = _FakeStream()
+
+    def is_current_stream_capturing(self) -> bool:
+        CUDA_CALLS["is_current_stream_capturing"] += 1
+        return _FakeCuda.capturing
+
+    def current_device(self) -> int:
+        CUDA_CALLS["current_device"] += 1
+        return 0
+
+    def current_stream(self, device: Any = None) -> Any:
+        CUDA_CALLS["current_stream"] += 1
+        return self._stream
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def synchronize(self, device: Any = None) -> None:
+        pass
+
+
+class _FakeCudaTensor:
+    """A CUDA tensor of shape (1, 64): device tests, an in-place copy and a scalar read."""
+
+    is_cuda = True
+    is_cpu = False
+    shape = (1, 64)
+    dtype = "float32"
+
+    def get_device(self) -> int:
+        return 0
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> Any:
+        return self
+
+    def item(self) -> float:
+        return 0.0
+
+    def tolist(self) -> list[float]:
+        return [0.0]
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    cuda = cpu = to
+
+
+class _Ranker:
+    """What the graph's capture ran: a module step (named Ranker, batch 1)."""
+
+    def parameters(self) -> Any:
+        return iter(())
+
+
+def graph_case(rec: Any, rounds: int, steps: int) -> dict[str, float]:
+    import torch
+
+    from diag.collect.hooks.torch import TorchHooks
+
+    cuda = _FakeCuda()
+    cuda.CUDAGraph = type("CUDAGraph", (_FakeGraph,), {})  # a class of its own: the hooks patch it
+    Tensor = type("Tensor", (_FakeCudaTensor,), {})
+    fake = types.SimpleNamespace(cuda=cuda, Tensor=Tensor, compile=lambda m=None, **kw: m,
+                                 compiler=torch.compiler, _dynamo=getattr(torch, "_dynamo", None))
+    hooks = TorchHooks(rec, fake)
+    hooks._install_copies()
+    hooks._install_syncs()
+    hooks._install_graphs()
+    rec.flush_hooks.append(lambda final: hooks.resolve(block=final))
+
+    graph = cuda.CUDAGraph()
+    static_user, static_item, user, item, out = Tensor(), Tensor(), Tensor(), Tensor(), Tensor()
+    graph.capture_begin()
+    hooks._step(lambda *a: out, _Ranker(), (static_user, static_item), {})  # the forward captured
+    graph.capture_end()
+
+    def step() -> float:
+        static_user.copy_(user)
+        static_item.copy_(item)
+        graph.replay()
+        return out.item()
+
+    use_plain, use_hooked = _swapper([(Tensor, "copy_"), (Tensor, "item"), (cuda.CUDAGraph, "replay")])
+    for _ in range(200):
+        step()
+    CUDA_CALLS.clear()
+    before = hooks.graphs.replay_steps
+    result = interleaved(step, use_plain, use_hooked, rec.flush, rounds, steps)
+    n = hooks.graphs.replay_steps - before
+    result["cuda_calls"] = {k: v / n for k, v in sorted(CUDA_CALLS.items())}
+    return result
+
+
+def nvtx_case(rec: Any, rounds: int, steps: int) -> dict[str, float]:
+    import nvtx
+
+    from diag.collect.hooks import nvtx as nvtx_hooks
+
+    nvtx_hooks.install(rec, nvtx)
+    use_plain, use_hooked = _swapper([(nvtx, "push_range"), (nvtx, "pop_range")])
+
+    def one_range() -> None:
+        nvtx.push_range("preprocess")
+        nvtx.pop_range()
+
+    return interleaved(one_range, use_plain, use_hooked, rec.flush, rounds, steps)
+
+
+CASES: dict[str, Callable[[Any, int, int], dict[str, Any]]] = {
+    "torch nn.Module forward": torch_case,
+    "ORT-like run": ort_case,
+    "graph-replay-like step": graph_case,
+    "NVTX range": nvtx_case,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--only", action="append", choices=list(CASES), help="run this case (repeatable)")
     args = parser.parse_args(argv)
 
     from diag.collect.recorder import Recorder
 
-    # Enough rows kept in full that every measured step takes the full path (no sampling).
+    # Enough rows kept in full that every measured call takes the full path (no sampling).
     rows = 4 * args.rounds * args.steps + 10_000
+    results: dict[str, dict[str, Any]] = {}
     gc.disable()  # a collection landing in one half of a round would swamp a microsecond difference
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            results = {
-                "torch nn.Module forward": torch_case(Recorder(f"{tmp}/t", {"gc": False, "table_rows": rows}),
-                                                      args.rounds, args.steps),
-                "ORT-like run": ort_case(Recorder(f"{tmp}/o", {"gc": False, "table_rows": rows}),
-                                         args.rounds, args.steps),
-            }
+            for i, name in enumerate(args.only or CASES):
+                rec = Recorder(f"{tmp}/{i}", {"gc": False, "table_rows": rows})
+                try:
+                    results[name] = CASES[name](rec, args.rounds, args.steps)
+                except ImportError as exc:
+                    print(f"{name}: skipped ({exc})")
     finally:
         gc.enable()
-    print(f"{'case':<26}{'plain µs':>10}{'hooked µs':>11}{'extra µs/step':>15}")
+    print(f"{'case':<26}{'plain µs':>10}{'hooked µs':>11}{'extra µs':>10}{'budget':>8}{'flush µs':>10}")
+    over = []
     for name, r in results.items():
-        print(f"{name:<26}{r['plain_us']:>10.2f}{r['hooked_us']:>11.2f}{r['extra_us']:>15.2f}")
-    return 0
+        budget = BUDGET_US[name]
+        mark = "" if r["extra_us"] <= budget else "  OVER"
+        if mark:
+            over.append(name)
+        print(f"{name:<26}{r['plain_us']:>10.2f}{r['hooked_us']:>11.2f}{r['extra_us']:>10.2f}"
+              f"{budget:>8.1f}{r['flush_us']:>10.2f}{mark}")
+        if "cuda_calls" in r:
+            calls = ", ".join(f"{k} {v:.2f}" for k, v in r["cuda_calls"].items()) or "none"
+            print(f"{'':<4}CUDA API calls per step: {calls}")
+    print("extra: on the target's thread, per call (median of per-round differences); "
+          "flush: the flusher's JSON work per call")
+    return 1 if over else 0
 
 
 if __name__ == "__main__":

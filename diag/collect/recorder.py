@@ -42,7 +42,8 @@ process's rows in order; later keys win.
 Writing: `write(table, row_dict)` queues a row (the flusher thread turns rows
 into JSON every `flush_s`, at exit, on SIGTERM, and inline past 20 000 queued
 rows); `step(row)` queues a steps row, a list in `diag.store.steps.STEP_COLUMNS`
-order (the hot path: no dict); `weight(table)` says whether to keep the next
+order (the hot path: no dict; `sync()` queues its syncs row as a tuple the
+same way); `weight(table)` says whether to keep the next
 row (see above). A SIGKILL loses at most the last `flush_s` of rows; the rest
 stays readable.
 
@@ -281,9 +282,12 @@ class Recorder:
         if in_step:
             state.syncs += 1
         w = self.weight("syncs")
-        if w:
-            self.write("syncs", {"ts_ns": ts_ns, "dur_ns": dur_ns, "tid": self.tid(), "api": api,
-                                 "in_step": in_step, "weight": w})
+        if w and not self._closed:
+            # A tuple, not a dict: a program may sync once a step (`.item()`); the flusher encodes it (_sync_line).
+            buf = self._pending["syncs"]
+            buf.append((ts_ns, dur_ns, state.tid or self._new_tid(), api, in_step, w))
+            if len(buf) >= self._max_pending:
+                self._drain("syncs")
 
     def _drain(self, table: str) -> None:
         buf = self._pending[table]
@@ -305,6 +309,9 @@ class Recorder:
             if table == "steps":
                 pid = self.pid
                 lines = [_step_line(r, pid) if type(r) is list else _encode(r) for r in rows]
+            elif table == "syncs":
+                pid = self.pid
+                lines = [_sync_line(r, pid) if type(r) is tuple else _encode(r) for r in rows]
             else:
                 if table == "events":  # detail is a JSON string column: encode it here, off the caller's thread
                     for r in rows:
@@ -621,6 +628,19 @@ def _step_line(v: list[Any], pid: int) -> str:
         row["shapes"] = shapes_text(row.get("shapes", ""))
         row["pid"] = pid
         return _encode(row)
+
+
+_SYNC_LINE = '{"ts_ns":%d,"dur_ns":%d,"tid":%d,"api":%s,"in_step":%s,"weight":%d,"pid":%d}'
+
+
+def _sync_line(v: tuple[Any, ...], pid: int) -> str:
+    """A syncs row queued by `sync()` (ts_ns, dur_ns, tid, api, in_step, weight) as a JSON line with `pid`."""
+    ts, dur, tid, api, in_step, w = v
+    try:
+        return _SYNC_LINE % (ts, dur, tid, _json_str(api), "true" if in_step else "false", w, pid)
+    except (TypeError, ValueError):  # an unusual value: the general encoder handles it
+        return _encode({"ts_ns": ts, "dur_ns": dur, "tid": tid, "api": api, "in_step": bool(in_step),
+                        "weight": w, "pid": pid})
 
 
 def process_start_ns() -> int | None:

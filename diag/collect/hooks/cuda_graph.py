@@ -93,6 +93,9 @@ class GraphHooks:
         self.capture_start: dict[int, int] = {}  # id(graph) -> perf counter at capture_begin
         # graph -> (model, batch, shapes, dtype) of the module step captured into it
         self.described: weakref.WeakKeyDictionary[Any, tuple[str, int, Any, str]] = weakref.WeakKeyDictionary()
+        self.described_full: weakref.WeakKeyDictionary[Any, tuple[str, int, Any, str, str]] = (
+            weakref.WeakKeyDictionary())  # graph -> its replays' full description (_describe)
+        self.seen = False  # a graph was captured or replayed (recorder.cuda_graphs)
         self.describe = self._describe
 
     # -- install -----------------------------------------------------------------
@@ -146,6 +149,7 @@ class GraphHooks:
     # -- events --------------------------------------------------------------------
 
     def _graphs_seen(self) -> None:
+        self.seen = True
         if not getattr(self.rec, "cuda_graphs", False):
             self.rec.cuda_graphs = True
 
@@ -154,6 +158,7 @@ class GraphHooks:
             self._graphs_seen()
             self.capture_start[id(graph)] = time.perf_counter_ns()
             self.th.capture_graph = graph  # the module step captured now describes the graph's replays
+            self.described_full.pop(graph, None)  # captured (again): described afresh at its next replay
         except Exception:  # noqa: BLE001
             pass
 
@@ -199,17 +204,24 @@ class GraphHooks:
     # -- replays as steps -------------------------------------------------------------
 
     def _describe(self, graph: Any, args: tuple, kwargs: Any) -> tuple[str, int, Any, str, str]:
-        cuda = self.torch.cuda
-        device = f"cuda:{cuda.current_device()}"
-        got = self.described.get(graph)
-        if got is None:
-            return "CUDAGraph", -1, [], "", device
-        model, batch, shapes, dtype = got
-        return model, batch, shapes, dtype, device
+        # A graph replays the same buffers on the device it was captured on: its description
+        # is worked out at its first kept replay, then read from `described_full` (no CUDA call).
+        got = self.described_full.get(graph)
+        if got is not None:
+            return got
+        device = f"cuda:{self.torch.cuda.current_device()}"
+        captured = self.described.get(graph)
+        got = ("CUDAGraph", -1, [], "", device) if captured is None else (*captured, device)
+        try:
+            self.described_full[graph] = got
+        except TypeError:  # a graph type without weak references: described at every replay
+            pass
+        return got
 
     def _replay_step(self, orig: Any, graph: Any) -> Any:
         self.replay_steps += 1
-        self._graphs_seen()
+        if not self.seen:
+            self._graphs_seen()
         return self.th.timed_call("cuda_graph", self.describe, graph, orig, (graph,), {})
 
 
