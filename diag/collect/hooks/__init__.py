@@ -22,6 +22,7 @@ WATCHED: dict[str, tuple[str, str, bool]] = {
     "torch": (".torch", "torch", True),
     "onnxruntime": (".ort", "onnxruntime", True),
     "nvtx": (".nvtx", "nvtx", False),
+    "torch.distributed.distributed_c10d": (".distributed", "distributed", False),  # collectives, process group
     # Servers and generation loops: requests found with no code change (asgi.py, wsgi.py,
     # generate.py). Submodules are watched by their full name: each hooks module's
     # INSTALLERS says what it patches there.
