@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_load_arguments(lo)
     lo.add_argument("--out", "-o", metavar="RUN", help="run directory to create (default: diag-runs/<time>-load-<host>)")
     lo.add_argument("--json", action="store_true", help="print only the result as one JSON object (diag.load/1)")
+    from diag.compare_command import add_compare_arguments
+
+    add_compare_arguments(sub.add_parser("compare", help="before/after: what changed, beyond noise; CI gate"))
     return parser
 
 
@@ -110,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if rest and cmd is not rest:
                 raise DiagError(f"unexpected arguments before '--': {' '.join(rest)}")
             return cmd_profile(args, cmd)
+        if args.command == "compare":  # its own parsing: `A1 A2 -- B1 B2` uses the `--`
+            from diag.compare_command import run_compare
+
+            return run_compare(args_in[args_in.index("compare") + 1:])
         if rest:
             raise DiagError(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "load":
