@@ -6,8 +6,8 @@ from __future__ import annotations
 CPU = {"run__gpu": 0.0, "steady__serving": 1.0, "steady__cpu_cores": 2.0, "steady__process_cpu_cores": 1.2}
 
 SERVING_CASES = [
-    ("serve.loop_saturated", dict(CPU, steady__loop_blocked_share=0.8, steady__loop_thread_cpu=0.75),
-     {"steady__loop_thread_cpu": 0.05}, "ProcessPoolExecutor"),
+    ("serve.loop_saturated", dict(CPU, steady__loop_blocked_share=0.8, steady__loop_thread_demand=0.75),
+     {"steady__loop_thread_demand": 0.05}, "ProcessPoolExecutor"),
     ("serve.blocking_call_in_async", dict(CPU, steady__loop_blocked_share=0.6, steady__loop_blocked_offcpu_share=0.5,
                                           steady__loop_thread_cpu=0.1),
      {"steady__loop_blocked_offcpu_share": 0.02}, "asyncio.to_thread"),

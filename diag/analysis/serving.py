@@ -45,6 +45,7 @@ METRICS = [
     Metric("steady.loop_lag_max_ms", "ms", "Longest event-loop lag seen (the busiest loop)."),
     Metric("steady.loop_blocked_share", "ratio", "Share of the steady state the busiest event loop was held: share of the probe's ticks that ran over 5 ms late."),
     Metric("steady.loop_thread_cpu", "cores", "CPU used by that event-loop thread (1 = one core)."),
+    Metric("steady.loop_thread_demand", "cores", "CPU that event-loop thread used plus the time it waited for a core (runnable): the work it had, whatever the host's other load."),
     Metric("steady.loop_blocked_offcpu_share", "ratio", "Share of the steady state the event loop was held while its thread was off CPU: blocked in a call (sleep, a sync client, a read) inside async code."),
     Metric("steady.executor_cpu", "cores", "CPU used by executor threads (asyncio.to_thread, ThreadPoolExecutor) of the serving processes."),
     Metric("steady.model_busy_share", "ratio", "Share of the steady state some model call (step) was running in the serving processes."),
@@ -264,6 +265,7 @@ def _loop(ctx: Context, out: dict[str, float | None]) -> None:
     if cpu is not None:
         # off CPU and not waiting for a core: blocked in a call
         runq = threads.thread_cpu(ctx, runq=True).get((pid, tid)) or 0.0
+        out["steady.loop_thread_demand"] = cpu + runq
         out["steady.loop_blocked_offcpu_share"] = max(0.0, blocked - cpu - runq)
 
 

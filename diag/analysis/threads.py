@@ -30,7 +30,7 @@ _LIBRARY = re.compile(r"\((?:<frozen [^>]*>|[^;()]*/(?:site-packages|dist-packag
 # py-spy's root frames: the process and thread, not code.
 _ROOT = re.compile(r'(?:process \d+:|thread \(0x)|.*\(:0\)$')
 # The loop waiting for work: its selector (not a blocking call of the program).
-_SELECTOR = re.compile(r"\.select \([^;()]*selectors\.py:\d+\)$|_run_once \([^;()]*asyncio/base_events\.py")
+_SELECTOR = re.compile(r"\.select \([^;()]*selectors\.py:\d+\)$")  # the innermost frame
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def threads(ctx: Context) -> list[ThreadInfo]:
             mine = st[(st["pid"].to_numpy() == pid) & (st["tid"].to_numpy() == tid)]
             if not mine.empty:
                 running = mine[~as_bool(mine["idle"])]
-                stacks = [s for s in running["stack"] if isinstance(s, str) and not _SELECTOR.search(s)]
+                stacks = [s for s in running["stack"] if isinstance(s, str) and not _SELECTOR.search(s.rpartition(";")[2])]
                 n = len(stacks)
                 own = Counter(f for f in (own_frame(s) for s in stacks) if f)
                 if own:

@@ -26,8 +26,9 @@ class ServingView(View):
         body = VerticalScroll(id="serving-body")
         self.mount(body)
         if not d.serving:
-            text = serving.not_judged_text(d, "queueing") or "n/a (no requests seen)"
-            body.mount(Static(f"No server and no requests in this run: queueing {text}", classes="problem"))
+            text = serving.not_judged_text(d, "queueing")
+            body.mount(Static(f"No requests seen: queueing {text}" if text else
+                              "No server parts in this diagnosis: no request parts, stages or thread roles."))
             return
         parts = d.serving.get("parts") or []
         body.mount(Static("Request time by measured part (steady state)", classes="section"))
