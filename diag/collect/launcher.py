@@ -17,6 +17,16 @@ forwarded signal, `--duration`, Ctrl-C) the exit status is 128+N.
 
 The target starts with the signals unblocked again. Any other process diag
 starts after `block_signals()` must do the same (`unblock_in_child`).
+
+The whole tree (`Tree`): a launcher such as torchrun starts its ranks in
+sessions of their own, and a rank whose parent died is reparented away. So
+diag remembers every descendant it has seen (every 0.25 s). When diag stops
+the target (`--duration`, a forwarded signal), SIGTERM and SIGKILL go to
+every remembered descendant too, not only the root. When the root exits,
+diag waits at most `grace_s` for the rest of the tree (their last rows), and
+then, only if diag was stopping the job, escalates on them (SIGTERM, then
+SIGKILL after another `grace_s`); otherwise it leaves them running and says
+so (`Outcome.outlived`, run.json `outlived_pids`). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -27,13 +37,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 _FORWARDED_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
                     "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT", "SIGWINCH")
 FORWARDED = tuple(sorted({getattr(signal, n) for n in _FORWARDED_NAMES if hasattr(signal, n)}
                          | set(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))))
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (the tty driver: to the whole foreground group)
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # forwarded: the job is being stopped
 FROM_TTY = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)  # sent to the group by the terminal
 
 
@@ -53,6 +65,54 @@ class Outcome:
     signal: int | None  # the signal that ended it, if any
     stopped_by_duration: bool
     reraise: int | None = None  # `signal`, when diag had no part in it: diag ends by it too
+    outlived: list[int] = field(default_factory=list)  # descendants still running when diag returned
+
+
+class Tree:
+    """The target's descendants, remembered as they are seen (psutil; pid reuse is checked by psutil)."""
+
+    def __init__(self, root_pid: int, every_s: float = 0.25) -> None:
+        self.root_pid = root_pid
+        self.every_s = every_s
+        self.known: dict[int, Any] = {}
+        self._next = 0.0
+
+    def refresh(self, now: float | None = None, force: bool = False) -> None:
+        """Add the root's current descendants (at most every `every_s`)."""
+        now = time.monotonic() if now is None else now
+        if not force and now < self._next:
+            return
+        self._next = now + self.every_s
+        import psutil
+
+        try:
+            for p in psutil.Process(self.root_pid).children(recursive=True):
+                self.known.setdefault(p.pid, p)
+        except psutil.Error:
+            pass
+
+    def alive(self) -> list[Any]:
+        """Remembered descendants still running (zombies are done)."""
+        import psutil
+
+        out = []
+        for p in self.known.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to every remembered descendant still running."""
+        import psutil
+
+        for p in self.alive():
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
 
 
 def start(cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -76,6 +136,7 @@ def wait(
     deadline = time.monotonic() + duration_s if duration_s else None
     stop_stage, next_stage_at = 0, 0.0
     ours: set[int] = set()  # signals diag sent (or that reached the target from the terminal, as Ctrl-C)
+    tree = Tree(proc.pid)
     while proc.poll() is None:
         info = signal.sigtimedwait(FORWARDED, 0.05)
         if info is not None:
@@ -83,6 +144,7 @@ def wait(
             if not (info.si_signo in FROM_TTY and info.si_code == SI_KERNEL):
                 _send(proc, info.si_signo)
         now = time.monotonic()
+        tree.refresh(now)
         if stop_when is not None and (deadline is None or now < deadline) and stop_when():
             deadline = now
         if deadline is not None and now >= deadline and now >= next_stage_at:
@@ -90,19 +152,44 @@ def wait(
                 _send(proc, signal.SIGINT)
             elif stop_stage == 1:
                 _send(proc, signal.SIGTERM)
+                tree.signal(signal.SIGTERM)  # ranks in sessions of their own, a launcher that is stuck
             else:
+                tree.refresh(force=True)
                 kill_tree(proc.pid)
+                tree.signal(signal.SIGKILL)
             stop_stage += 1
             next_stage_at = now + grace_s
         if on_tick is not None:
             on_tick()
+    stopping = (deadline is not None and stop_stage > 0) or bool(ours & set(STOPPING))
+    outlived = wait_for_tree(tree, grace_s, escalate=stopping, on_tick=on_tick)
     while signal.sigtimedwait(FORWARDED, 0) is not None:
         pass  # arrived once the target had gone: nobody to pass them to, and they must not end diag later
     rc = proc.returncode
     stopped = deadline is not None and stop_stage > 0
     if rc < 0:
-        return Outcome(128 - rc, -rc, stopped, None if stopped or -rc in ours else -rc)
-    return Outcome(rc, None, stopped)
+        return Outcome(128 - rc, -rc, stopped, None if stopped or -rc in ours else -rc, outlived)
+    return Outcome(rc, None, stopped, None, outlived)
+
+
+def wait_for_tree(tree: Tree, grace_s: float, escalate: bool,
+                  on_tick: Callable[[], None] | None = None) -> list[int]:
+    """After the root exited: wait at most `grace_s` for its remembered descendants; when diag was
+    stopping the job, then SIGTERM them and SIGKILL after another `grace_s`. Returns those left running."""
+    stages = [None, signal.SIGTERM, signal.SIGKILL] if escalate else [None]
+    for sig in stages:
+        if sig is not None:
+            tree.signal(sig)
+        end = time.monotonic() + (grace_s if sig != signal.SIGKILL else min(grace_s, 2.0))
+        while tree.alive() and time.monotonic() < end:
+            info = signal.sigtimedwait(FORWARDED, 0.05)
+            if info is not None and not (info.si_signo in FROM_TTY and info.si_code == SI_KERNEL):
+                tree.signal(info.si_signo)  # the root is gone: the rest of the job gets it
+            if on_tick is not None:
+                on_tick()
+        if not tree.alive():
+            return []
+    return sorted(p.pid for p in tree.alive())
 
 
 def end_like_target(sig: int) -> int:

@@ -281,6 +281,10 @@ def record(cmd: list[str], opts: ProfileOptions, companion: Companion | None = N
             companion.finish(manifest)
         manifest.update(end_ns=time.time_ns(), exit_code=outcome.exit_code, signal=outcome.signal,
                         stopped_by_duration=outcome.stopped_by_duration)
+        if outcome.outlived:  # launcher.wait_for_tree: the target's processes diag left running
+            manifest["outlived_pids"] = outcome.outlived
+            _warn(f"{len(outcome.outlived)} of the target's processes still run after it exited "
+                  f"(pids {', '.join(map(str, outcome.outlived[:8]))})")
         manifest["duration_s"] = (manifest["end_ns"] - manifest["start_ns"]) / 1e9
         manifest["collectors"].update({s.name: s.status() for s in samplers})
         _merge_target_meta(run_dir, manifest)
