@@ -21,6 +21,7 @@ from diag.analysis import series as series_mod
 from diag.analysis import tables
 from diag.analysis.collectors import missing_data_note
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase, severity_rank
+from diag.report.load_section import load_data
 from diag.store.run import Run
 from diag.views import serving as serving_view
 from diag.views.units import format_value
@@ -48,6 +49,7 @@ def build_report_data(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
         "latency": _latency(run),
         "breakdown": _breakdown(diagnosis),
         "serving": _serving(diagnosis),
+        "load": load_data(diagnosis),
         "stacks": _stacks(run, diagnosis.phases, steady),
         "gpu_work": _gpu_work(run),
         "environment": _environment(manifest),

@@ -17,7 +17,7 @@ import plotly.io as pio
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from diag.report import figures
+from diag.report import figures, load_section
 from diag.views.units import format_cell, format_value
 
 PLOTLY_CONFIG = {"responsive": True, "displaylogo": False, "scrollZoom": False,
@@ -76,6 +76,8 @@ def build_charts(data: dict[str, Any]) -> dict[str, Markup]:
         "fig-breakdown": figures.breakdown_figure(data["breakdown"]),
         "fig-stacks": figures.stacks_figure(data["stacks"]),
         "fig-kernels": figures.kernels_figure(data["gpu_work"]),
+        "fig-load": load_section.over_time_figure(data.get("load") or {}),
+        "fig-load-sweep": load_section.sweep_figure(data.get("load") or {}),
     }
     for kind in data["latency"]["kinds"]:
         figs[f"fig-latency-{kind['kind']}"] = figures.latency_figure(kind)

@@ -21,6 +21,7 @@ from diag.tui.views.base import View
 from diag.tui.views.findings import FindingsView
 from diag.tui.views.kernels import KernelsView
 from diag.tui.views.latency import LatencyView
+from diag.tui.views.load import LoadView
 from diag.tui.views.overview import OverviewView
 from diag.tui.views.run_info import RunView
 from diag.tui.views.serving import ServingView
@@ -28,7 +29,7 @@ from diag.tui.views.stacks import StacksView
 from diag.tui.views.timeline import TimelineView
 
 VIEWS: tuple[type[View], ...] = (OverviewView, FindingsView, TimelineView, LatencyView, StacksView,
-                                 KernelsView, RunView, ServingView)
+                                 KernelsView, RunView, ServingView, LoadView)
 
 
 def pane_id(view: type[View]) -> str:
