@@ -55,3 +55,33 @@ def test_resolve_at_exit_does_not_wait_on_a_held_lock(tmp_path) -> None:
     t0 = time.monotonic()
     hooks.resolve(block=True)
     assert time.monotonic() - t0 < 1.0
+
+
+def test_py_spy_never_stops_the_target_and_its_stop_is_bounded(tmp_path) -> None:
+    """py-spy runs --nonblocking (no ptrace stop of a rank); one that ignores SIGINT is killed in bounded time."""
+    import subprocess
+    import sys
+
+    from diag.collect.stack_sampler import StackSampler
+
+    fake = tmp_path / "py-spy"
+    args_file = tmp_path / "args"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {args_file}\ntrap '' INT\nsleep 60\n")
+    fake.chmod(0o755)
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        s = StackSampler(rate_hz=10, py_spy=str(fake), stop_timeout_s=0.5)
+        (tmp_path / "run").mkdir()
+        s.start(str(tmp_path / "run"), target.pid)
+        for _ in range(100):
+            if args_file.exists() and args_file.read_text():
+                break
+            time.sleep(0.05)
+        args = args_file.read_text().split()
+        assert "--nonblocking" in args and "--native" not in args
+        t0 = time.monotonic()
+        s.stop()
+        assert time.monotonic() - t0 < 8.0
+    finally:
+        target.kill()
+        target.wait()

@@ -21,6 +21,12 @@ change is a segment boundary, bounded in number, and recorded in run.json
 (`collectors.stacks.rates`). The analysis reads stack time shares (interval
 durations), not sample counts, so a lower rate keeps its measures.
 
+Never holds a rank: py-spy runs `--nonblocking` (it reads the target's memory
+without ptrace-stopping it, so a rank in a collective is never paused while
+its peers wait) and without `--native` (native unwinding needs the stop).
+At the end it gets SIGINT, `stop_timeout_s` to write its file, then SIGKILL
+and at most 5 s more: its stop is bounded (tests/test_multi_rank_exit.py).
+
 py-spy gives up after about a second when it finds no Python process. A
 target started through a shell script may run Python only later, so while the
 root process lives, attaching is retried with a growing delay.
@@ -296,7 +302,10 @@ class StackSampler(SamplerBase):
             return True
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            try:
+                proc.wait(5.0)  # SIGKILL ends it unless it is stuck in the kernel: never wait forever
+            except subprocess.TimeoutExpired:
+                pass
             return False
 
     def _watch(self) -> None:
