@@ -8,7 +8,7 @@ from diag.analysis.metrics import CATALOG
 
 _GROUPS = [
     ("run.", "Run"), ("startup.", "Startup"), ("warmup.", "Warm-up"), ("coldstart.", "Cold start"),
-    ("steady.", "Steady state"), ("ort.", "ONNX Runtime"),
+    ("steady.", "Steady state"), ("ort.", "ONNX Runtime"), ("load.", "Load (diag load, diag profile --load)"),
 ]
 
 _INTRO = """# Metrics
