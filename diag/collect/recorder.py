@@ -43,7 +43,7 @@ Writing: `write(table, row_dict)` queues a row (the flusher thread turns rows
 into JSON every `flush_s`, at exit, on SIGTERM, and inline past 20 000 queued
 rows); `step(row)` queues a steps row, a list in `diag.store.steps.STEP_COLUMNS`
 order (the hot path: no dict; `sync()` queues its syncs row as a tuple the
-same way); `weight(table)` says whether to keep the next
+same way, and `range()` its ranges row); `weight(table)` says whether to keep the next
 row (see above). A SIGKILL loses at most the last `flush_s` of rows; the rest
 stays readable.
 
@@ -180,8 +180,10 @@ class Recorder:
         """0 to drop this row, else how many rows it stands for (see module doc)."""
         n = self._seen.get(table, 0)
         self._seen[table] = n + 1  # a race between threads only miscounts by one
-        if n < self._full:
-            return 1
+        return 1 if n < self._full else self._sampled_weight(n)
+
+    def _sampled_weight(self, n: int) -> int:
+        """weight() of the table's row number n once past `table_rows`."""
         level = min(((n // self._full) + 1).bit_length() - 1, MAX_SAMPLE_LEVEL)
         k = 1 << level
         return k if n % k == 0 else 0
@@ -221,7 +223,10 @@ class Recorder:
         if state.depth:
             return None
         seq = next(self.seq_counter)
-        weight = self.weight("steps")
+        seen = self._seen  # weight("steps"), inlined: this is every step's path
+        n = seen.get("steps", 0)
+        seen["steps"] = n + 1
+        weight = 1 if n < self._full else self._sampled_weight(n)
         described = _UNDESCRIBED
         if weight and describe is not None:
             try:
@@ -281,7 +286,10 @@ class Recorder:
         in_step = state.depth > 0
         if in_step:
             state.syncs += 1
-        w = self.weight("syncs")
+        seen = self._seen  # weight("syncs"), inlined: a program may sync every step
+        n = seen.get("syncs", 0)
+        seen["syncs"] = n + 1
+        w = 1 if n < self._full else self._sampled_weight(n)
         if w and not self._closed:
             # A tuple, not a dict: a program may sync once a step (`.item()`); the flusher encodes it (_sync_line).
             buf = self._pending["syncs"]
@@ -309,9 +317,10 @@ class Recorder:
             if table == "steps":
                 pid = self.pid
                 lines = [_step_line(r, pid) if type(r) is list else _encode(r) for r in rows]
-            elif table == "syncs":
+            elif table == "syncs" or table == "ranges":
                 pid = self.pid
-                lines = [_sync_line(r, pid) if type(r) is tuple else _encode(r) for r in rows]
+                line = _sync_line if table == "syncs" else _range_line
+                lines = [line(r, pid) if type(r) is tuple else _encode(r) for r in rows]
             else:
                 if table == "events":  # detail is a JSON string column: encode it here, off the caller's thread
                     for r in rows:
@@ -412,15 +421,18 @@ class Recorder:
     def range(self, name: str, ts_ns: int, dur_ns: int, source: str = "diag", domain: str = "",
               depth: int = -1, tid: int | None = None) -> None:
         """One finished range (NVTX or diag.request/stage). depth -1: unknown."""
-        w = self.weight("ranges")
-        if not w:
+        seen = self._seen  # weight("ranges"), inlined: NVTX ranges may come by the million
+        n = seen.get("ranges", 0)
+        seen["ranges"] = n + 1
+        w = 1 if n < self._full else self._sampled_weight(n)
+        if not w or self._closed:
             return
         req = CURRENT_REQUEST.get()  # the hooked request (ASGI/WSGI/generate) it ran in, if any
-        self.write("ranges", {
-            "ts_ns": ts_ns, "dur_ns": dur_ns, "tid": self.tid() if tid is None else tid,
-            "name": name, "kind": "request" if name == "request" else "stage", "source": source,
-            "domain": domain or "", "depth": depth, "weight": w, "rid": req.rid if req is not None else 0,
-        })
+        buf = self._pending["ranges"]  # a tuple the flusher encodes (_range_line): no dict on the caller's thread
+        buf.append((ts_ns, dur_ns, (self.state.tid or self._new_tid()) if tid is None else tid, name, source,
+                    domain or "", depth, w, req.rid if req is not None else 0))
+        if len(buf) >= self._max_pending:
+            self._drain("ranges")
 
     def meta(self, **values: Any) -> None:
         """A meta row: versions and facts about this process (see module doc)."""
@@ -641,6 +653,22 @@ def _sync_line(v: tuple[Any, ...], pid: int) -> str:
     except (TypeError, ValueError):  # an unusual value: the general encoder handles it
         return _encode({"ts_ns": ts, "dur_ns": dur, "tid": tid, "api": api, "in_step": bool(in_step),
                         "weight": w, "pid": pid})
+
+
+_RANGE_LINE = ('{"ts_ns":%d,"dur_ns":%d,"tid":%d,"name":%s,"kind":%s,"source":%s,"domain":%s,"depth":%d,'
+               '"weight":%d,"rid":%d,"pid":%d}')
+
+
+def _range_line(v: tuple[Any, ...], pid: int) -> str:
+    """A ranges row queued by `range()` as a JSON line with `kind` and `pid`."""
+    ts, dur, tid, name, source, domain, depth, w, rid = v
+    kind = "request" if name == "request" else "stage"
+    try:
+        return _RANGE_LINE % (ts, dur, tid, _json_str(name), '"' + kind + '"', _json_str(source), _json_str(domain),
+                              depth, w, rid, pid)
+    except (TypeError, ValueError):  # an unusual value: the general encoder handles it
+        return _encode({"ts_ns": ts, "dur_ns": dur, "tid": tid, "name": name, "kind": kind, "source": source,
+                        "domain": domain, "depth": depth, "weight": w, "rid": rid, "pid": pid})
 
 
 def process_start_ns() -> int | None:

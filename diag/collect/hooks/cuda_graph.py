@@ -78,6 +78,11 @@ def dynamo_facts(modules: dict[str, Any] | None = None) -> dict[str, Any] | None
     return out
 
 
+def _nothing() -> None:
+    """A dead weak reference: no graph is `last_graph()`."""
+    return None
+
+
 class GraphHooks:
     """Counts graphs and replays, makes outermost replays steps, records compile facts."""
 
@@ -96,6 +101,8 @@ class GraphHooks:
         self.described_full: weakref.WeakKeyDictionary[Any, tuple[str, int, Any, str, str]] = (
             weakref.WeakKeyDictionary())  # graph -> its replays' full description (_describe)
         self.seen = False  # a graph was captured or replayed (recorder.cuda_graphs)
+        self.last_graph: Any = _nothing  # a weak reference to the last graph described, and its description
+        self.last_described: tuple[str, int, Any, str, str] = ("CUDAGraph", -1, [], "", "")
         self.describe = self._describe
 
     # -- install -----------------------------------------------------------------
@@ -109,13 +116,17 @@ class GraphHooks:
         Graph = self.torch.cuda.CUDAGraph
         orig_replay, orig_begin, orig_end = Graph.replay, Graph.capture_begin, Graph.capture_end
         state = self.state
-        step = self._replay_step
+        timed_call = self.th.timed_call
+        describe = self.describe
 
         def replay(graph: Any) -> Any:
             self.replays += 1  # every replay; only an outermost one is a step
             if state.depth:
                 return orig_replay(graph)
-            return step(orig_replay, graph)
+            self.replay_steps += 1
+            if not self.seen:
+                self._graphs_seen()
+            return timed_call("cuda_graph", describe, graph, orig_replay, (graph,), {})
 
         def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
             out = orig_begin(graph, *args, **kwargs)
@@ -159,6 +170,7 @@ class GraphHooks:
             self.capture_start[id(graph)] = time.perf_counter_ns()
             self.th.capture_graph = graph  # the module step captured now describes the graph's replays
             self.described_full.pop(graph, None)  # captured (again): described afresh at its next replay
+            self.last_graph = _nothing
         except Exception:  # noqa: BLE001
             pass
 
@@ -206,23 +218,21 @@ class GraphHooks:
     def _describe(self, graph: Any, args: tuple, kwargs: Any) -> tuple[str, int, Any, str, str]:
         # A graph replays the same buffers on the device it was captured on: its description
         # is worked out at its first kept replay, then read from `described_full` (no CUDA call).
+        if self.last_graph() is graph:  # the common case: one graph replayed step after step
+            return self.last_described
         got = self.described_full.get(graph)
         if got is not None:
+            self.last_graph, self.last_described = weakref.ref(graph), got
             return got
         device = f"cuda:{self.torch.cuda.current_device()}"
         captured = self.described.get(graph)
         got = ("CUDAGraph", -1, [], "", device) if captured is None else (*captured, device)
         try:
             self.described_full[graph] = got
+            self.last_graph, self.last_described = weakref.ref(graph), got
         except TypeError:  # a graph type without weak references: described at every replay
             pass
         return got
-
-    def _replay_step(self, orig: Any, graph: Any) -> Any:
-        self.replay_steps += 1
-        if not self.seen:
-            self._graphs_seen()
-        return self.th.timed_call("cuda_graph", self.describe, graph, orig, (graph,), {})
 
 
 def install(rec: Any, torch: Any, torch_hooks: Any) -> GraphHooks:

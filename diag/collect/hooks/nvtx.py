@@ -21,6 +21,13 @@ from typing import Any
 _time_ns = time.time_ns
 
 
+class _Stacks(threading.local):
+    """This thread's open push_range ranges, one stack per domain ("" for NVTX's default)."""
+
+    def __init__(self) -> None:
+        self.by_domain: dict[str, list[tuple[str, int, int]]] = {}
+
+
 class _RangeId(tuple):
     """start_range's id when the real nvtx returned none (disabled): ours to match."""
 
@@ -28,24 +35,19 @@ class _RangeId(tuple):
 def install(rec: Any, nvtx: Any) -> None:
     """Hook an imported nvtx module (see the module docstring)."""
     state = rec.state
-    local = threading.local()
+    local = _Stacks()
     started: dict[Any, tuple[str, str, int]] = {}
-
-    def stacks() -> dict[str, list[tuple[str, int, int]]]:
-        d = getattr(local, "stacks", None)
-        if d is None:
-            d = local.stacks = {}
-        return d
+    record = rec.range
 
     def begin(name: Any, domain: Any) -> tuple[str, int, int]:
         depth = state.range_depth
         state.range_depth = depth + 1
-        return (str(name or ""), _time_ns(), depth)
+        return (name if type(name) is str else str(name or ""), _time_ns(), depth)
 
     def finish(entry: tuple[str, int, int], domain: Any) -> None:
         name, ts, depth = entry
         state.range_depth = depth
-        rec.range(name, ts, _time_ns() - ts, source="nvtx", domain=str(domain or ""), depth=depth)
+        record(name, ts, _time_ns() - ts, "nvtx", "" if domain is None else str(domain or ""), depth)
 
     orig_annotate = nvtx.annotate
     orig_push, orig_pop = nvtx.push_range, nvtx.pop_range
@@ -91,17 +93,28 @@ def install(rec: Any, nvtx: Any) -> None:
     annotate.__name__ = annotate.__qualname__ = "annotate"
     annotate.__module__ = orig_annotate.__module__
 
+    # push_range / pop_range: the hot pair (a program may push a million ranges), so begin()
+    # and finish() are written out in them: each costs two clock reads and a tuple.
     def push_range(message: Any = None, color: Any = "blue", domain: Any = None, category: Any = None,
                    payload: Any = None) -> Any:
         out = orig_push(message, color, domain, category, payload)
-        stacks().setdefault(str(domain or ""), []).append(begin(message, domain))
+        key = "" if domain is None else str(domain or "")
+        stack = local.by_domain.get(key)
+        if stack is None:
+            stack = local.by_domain[key] = []
+        depth = state.range_depth
+        state.range_depth = depth + 1
+        stack.append((message if type(message) is str else str(message or ""), _time_ns(), depth))
         return out
 
     def pop_range(domain: Any = None) -> Any:
         out = orig_pop(domain)
-        stack = stacks().get(str(domain or ""))
+        key = "" if domain is None else str(domain or "")
+        stack = local.by_domain.get(key)
         if stack:
-            finish(stack.pop(), domain)
+            name, ts, depth = stack.pop()
+            state.range_depth = depth
+            record(name, ts, _time_ns() - ts, "nvtx", key, depth)
         return out
 
     def start_range(message: Any = None, color: Any = None, domain: Any = None, category: Any = None,
