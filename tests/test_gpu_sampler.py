@@ -234,6 +234,7 @@ def test_real_nvml_unavailable_here(tmp_path):
 def test_inventory():
     nvml = FakeNvml()
     inv = gpu_inventory(nvml)
+    assert inv.pop("topology")["interconnect"] is None  # no NVLink calls in this fake: tests/test_multi_rank_topology.py
     assert inv == {
         "count": 2, "driver": "580.65.06", "cuda_driver": "13.0",
         "devices": [

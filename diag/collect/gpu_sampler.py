@@ -1,5 +1,11 @@
 """GPU sampler: NVML (pynvml from nvidia-ml-py), read-only, every device.
 
+run.json's `gpu` block (`gpu_inventory`) also holds `topology` (`gpu_topology`):
+active NVLinks per GPU and, per pair of GPUs, NVLink or the PCIe path between
+them, so communication advice can say which one a multi-GPU job has. All
+visible GPUs are described: which ones the job's ranks use is known only in
+the ranks (their `gpu_procs` rows).
+
 Writes the `gpu` table (one row per device per tick) and `gpu_procs` (compute
 processes' memory). On Hopper and newer, where NVML's GPM interface is
 supported, it also records SM activity, SM occupancy, tensor activity, DRAM
@@ -270,6 +276,66 @@ class GpuSampler(PeriodicSampler):
         return out
 
 
+# nvmlDeviceGetTopologyCommonAncestor levels (nvml.h nvmlGpuTopologyLevel_t): how PCIe joins two GPUs
+TOPOLOGY_LEVELS = {0: "same board", 10: "one PCIe switch", 20: "several PCIe switches",
+                   30: "one PCIe host bridge", 40: "one NUMA node", 50: "across NUMA nodes (SMP interconnect)"}
+NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS in older bindings; newer ones say more, the driver answers per link
+_P2P_CAPS_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
+_P2P_STATUS_OK = 0
+
+
+def gpu_topology(nvml: Any, handles: list[tuple[int, Any]]) -> dict[str, Any]:
+    """How the GPUs talk to each other: active NVLinks per GPU (nvmlDeviceGetNvLinkState per link) and,
+    per pair, NVLink (nvmlDeviceGetP2PStatus) or the PCIe path (nvmlDeviceGetTopologyCommonAncestor).
+    Never raises.
+
+    `interconnect`: "nvlink" when every pair has NVLink, "pcie" when none has, "mixed" else;
+    None with a single GPU or when NVML cannot tell (link null in a pair).
+    """
+
+    def get(fn_name: str, *args: Any) -> Any:
+        fn = getattr(nvml, fn_name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(*args)
+        except Exception:  # noqa: BLE001 - NotSupported (no NVLink on this board), a missing symbol
+            return None
+
+    enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+    nvlinks: dict[int, int | None] = {}
+    for index, h in handles:
+        if not hasattr(nvml, "nvmlDeviceGetNvLinkState"):
+            nvlinks[index] = None  # a binding without the call: unknown, not "no NVLink"
+            continue
+        active = 0
+        for link in range(NVLINK_MAX_LINKS):
+            state = get("nvmlDeviceGetNvLinkState", h, link)
+            if state is None:
+                if link == 0:
+                    break  # no NVLink at all (PCIe card, or not supported): do not ask 17 more times
+                continue
+            active += int(state == enabled)
+        nvlinks[index] = active
+    pairs = []
+    for i, (a, ha) in enumerate(handles):
+        for b, hb in handles[i + 1:]:
+            level = get("nvmlDeviceGetTopologyCommonAncestor", ha, hb)
+            p2p = get("nvmlDeviceGetP2PStatus", ha, hb, getattr(nvml, "NVML_P2P_CAPS_INDEX_NVLINK", _P2P_CAPS_NVLINK))
+            if p2p is not None:
+                nvlink = p2p == getattr(nvml, "NVML_P2P_STATUS_OK", _P2P_STATUS_OK)
+            elif nvlinks.get(a) is None or nvlinks.get(b) is None:
+                nvlink = None  # NVML answered nothing about NVLink: unknown
+            else:  # no P2P answer: both ends with active links is the best guess
+                nvlink = bool(nvlinks[a]) and bool(nvlinks[b])
+            pairs.append({"gpus": [a, b], "link": None if nvlink is None else "nvlink" if nvlink else "pcie",
+                          "pcie_path": TOPOLOGY_LEVELS.get(level) if isinstance(level, int) else None,
+                          "common_ancestor": level if isinstance(level, int) else None})
+    links = {p["link"] for p in pairs}
+    interconnect = None if not pairs or None in links else links.pop() if len(links) == 1 else "mixed"
+    return {"nvlinks": {str(k): v for k, v in nvlinks.items()}, "pairs": pairs, "interconnect": interconnect}
+
+
 def gpu_inventory(nvml: Any = None) -> dict[str, Any]:
     """The `gpu` block of run.json: count, driver, CUDA driver version, devices.
 
@@ -297,10 +363,12 @@ def gpu_inventory(nvml: Any = None) -> dict[str, Any]:
         driver = get(nvml.nvmlSystemGetDriverVersion)
         cuda = get(nvml.nvmlSystemGetCudaDriverVersion)
         devices = []
+        handles = []
         for i in range(count):
             h = get(nvml.nvmlDeviceGetHandleByIndex, i)
             if h is None:
                 continue
+            handles.append((i, h))
             name = get(nvml.nvmlDeviceGetName, h)
             uuid = get(nvml.nvmlDeviceGetUUID, h)
             mem = get(nvml.nvmlDeviceGetMemoryInfo, h)
@@ -317,6 +385,7 @@ def gpu_inventory(nvml: Any = None) -> dict[str, Any]:
             "driver": _text(driver) if driver is not None else None,
             "cuda_driver": _cuda_version(cuda) if isinstance(cuda, int) else None,
             "devices": devices,
+            "topology": gpu_topology(nvml, handles),
         }
     finally:
         try:
