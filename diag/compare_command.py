@@ -85,15 +85,20 @@ def expand(paths: Sequence[str]) -> list[str]:
     return out
 
 
-def open_side(paths: Sequence[str], rule_dirs: Sequence[str]) -> list[Any]:
-    """Each path opened (as `diag analyze` does) and diagnosed; DiagError (one line) on any bad one."""
-    from diag.analysis.compare import RunInput, is_load_run
-    from diag.engine import diagnose
+def open_runs(paths: Sequence[str]) -> list[Any]:
+    """Each path opened as `diag analyze` opens it; DiagError (one line) for a missing or unreadable one."""
     from diag.store.importers import open_any
 
+    return [(path, open_any(path)) for path in paths]
+
+
+def diagnose_side(opened: Sequence[Any], rule_dirs: Sequence[str]) -> list[Any]:
+    """Each opened run diagnosed (a load run has nothing to diagnose); a corrupt run is one line, exit 2."""
+    from diag.analysis.compare import RunInput, is_load_run
+    from diag.engine import diagnose
+
     out = []
-    for path in paths:
-        run = open_any(path)  # DiagError: missing, not a run, unreadable trace
+    for path, run in opened:
         try:
             diagnosis = None if is_load_run(run) else diagnose(run, rule_dirs=tuple(rule_dirs)).to_json()
             out.append(RunInput(path, run, diagnosis))
@@ -103,6 +108,11 @@ def open_side(paths: Sequence[str], rule_dirs: Sequence[str]) -> list[Any]:
             raise DiagError(f"{path}: cannot read this run ({exc.__class__.__name__}: "
                             f"{str(exc).splitlines()[0][:160] if str(exc) else 'corrupt'})") from None
     return out
+
+
+def open_side(paths: Sequence[str], rule_dirs: Sequence[str]) -> list[Any]:
+    """The runs of one side, opened and diagnosed."""
+    return diagnose_side(open_runs(paths), rule_dirs)
 
 
 def budgets_of(args: argparse.Namespace) -> list[Any]:
@@ -123,8 +133,8 @@ def run_compare(argv: Sequence[str]) -> int:
     from diag.analysis.compare import compare
     from diag.engine.gate import check
 
-    a = open_side(expand(a_paths), args.rules)
-    b = open_side(expand(b_paths), args.rules)
+    opened_a, opened_b = open_runs(expand(a_paths)), open_runs(expand(b_paths))  # all found before any work
+    a, b = diagnose_side(opened_a, args.rules), diagnose_side(opened_b, args.rules)
     try:
         comparison = compare(a, b)
     except Exception as exc:  # noqa: BLE001 - tables a reader let through but analysis cannot use

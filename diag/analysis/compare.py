@@ -389,9 +389,11 @@ def _noise(v: float, unit: str) -> float:
 def _floor_interval(line: dict[str, Any], a: float, b: float, unit: str) -> None:
     """Intervals of a metric seen once per side: its value give or take the noise floor."""
     da, db = _noise(a, unit), _noise(b, unit)
-    line["a_ci"], line["b_ci"] = [_r(a - da), _r(a + da)], [_r(b - db), _r(b + db)]
-    if a - da > 0:
-        line["change_ci"] = [_r((b - db) / (a + da) - 1), _r((b + db) / (a - da) - 1)]
+    # the key metrics are shares, counts and times: never below 0
+    a_lo, b_lo = max(0.0, a - da) if a >= 0 else a - da, max(0.0, b - db) if b >= 0 else b - db
+    line["a_ci"], line["b_ci"] = [_r(a_lo), _r(a + da)], [_r(b_lo), _r(b + db)]
+    if a_lo > 0:
+        line["change_ci"] = [_r(b_lo / (a + da) - 1), _r((b + db) / a_lo - 1)]
 
 
 def _floor_word(a: float, b: float, unit: str, better: str) -> str:
