@@ -277,3 +277,42 @@ def test_several_runs_per_side_and_directories(cpu_runs, tmp_path, capsys):
         os.symlink(cpu_runs[name], side / name)
     assert main(["compare", str(side), cpu_runs["base1"], "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["a"]) == 2
+
+
+# -- the numeric gain in the Diagnosis --------------------------------------------------------------
+
+RULE = """
+[[rule]]
+id = "mine.copies"
+label = "transfer_bound"
+title = "copies"
+when = "steady.copy_share >= 0"
+evidence = ["steady.copy_share"]
+
+[[rule.recommendation]]
+text = "pin"
+gain = "limit(0.5)"
+predict = "amdahl(0.5, 4)"
+expected_gain = "at most {gain:.2f}x"
+{extra}
+"""
+
+
+def _rec(extra: str = ""):  # noqa: ANN202 - the first recommendation the rule makes
+    from diag.engine.diagnose import evaluate_rule
+    from diag.engine.rules import parse_rule_file
+
+    rule = parse_rule_file("mine.toml", RULE.replace("{extra}", extra))[0]
+    return evaluate_rule(rule, {"steady.copy_share": 0.3}).recommendations[0]
+
+
+def test_recommendation_carries_gain_max_and_point():
+    r = _rec()
+    assert r.gain_max == pytest.approx(2.0) and r.gain_point == pytest.approx(1.6) and r.gain_on == "throughput"
+    assert _rec('gain_on = "wall_time"').gain_on == "wall_time"
+    with pytest.raises(DiagError, match="gain_on"):
+        _rec('gain_on = "vibes"')
+    from diag.engine.rules import parse_rule_file
+
+    with pytest.raises(DiagError, match="unknown metric"):
+        parse_rule_file("m.toml", RULE.replace("amdahl(0.5, 4)", "steady.nope * 2").replace("{extra}", ""))

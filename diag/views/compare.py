@@ -73,7 +73,7 @@ def metric_rows(c: dict[str, Any], moved_only: bool = True) -> list[tuple[str, .
     """Key diagnosis metrics (those that moved beyond their noise, unless `moved_only` is off)."""
     return [(m["metric"], format_value(m["a"], m["unit"]), format_value(m["b"], m["unit"]),
              change_text(m), change_ci_text(m) or f"noise: {m['noise']}", m["word"])
-            for m in c["metrics"] if not moved_only or m["word"] != NO_CHANGE]
+            for m in c["metrics"] if not moved_only or m["word"] not in (NO_CHANGE, "not comparable")]
 
 
 def prediction_rows(c: dict[str, Any], text_width: int = 0) -> list[tuple[str, ...]]:
