@@ -316,3 +316,52 @@ def test_recommendation_carries_gain_max_and_point():
 
     with pytest.raises(DiagError, match="unknown metric"):
         parse_rule_file("m.toml", RULE.replace("amdahl(0.5, 4)", "steady.nope * 2").replace("{extra}", ""))
+
+
+# -- load runs (diag load): the client side only ------------------------------------------------------
+
+def _load_run(path, latency_ms: float, seed: int) -> str:
+    """A `diag load` run directory: manifest (kind load) and 600 measured requests at 50/s."""
+    from diag.store.jsonl import JsonlWriter
+    from diag.store.manifest import write_manifest
+
+    os.makedirs(path)
+    rng = np.random.default_rng(seed)
+    t0 = 1_800_000_000_000_000_000
+    w = JsonlWriter(str(path), "load_requests")
+    for i in range(600):
+        ts = t0 + i * 20_000_000
+        ms = float(latency_ms * rng.lognormal(0, 0.2))
+        w.write({"ts_ns": ts, "sent_ns": ts, "end_ns": ts + int(ms * 1e6), "latency_ms": ms, "status": 200,
+                 "error": None, "bytes": 10, "phase": "measure", "step": 0})
+    w.close()
+    write_manifest(str(path), {"schema": "diag.run/1", "run_id": f"load{seed}", "kind": "load",
+                               "command": ["diag", "load", "http://127.0.0.1:8000/"], "start_ns": t0,
+                               "end_ns": t0 + 12_000_000_000, "duration_s": 12.0, "exit_code": 0,
+                               "partial": False, "host": {}, "gpu": {}, "versions": {}, "collectors": {},
+                               "options": {}, "load": {"stats": {"seconds": 12.0}}}, new=True)
+    return str(path)
+
+
+def test_load_runs_compare_client_side(tmp_path, capsys):
+    a = _load_run(tmp_path / "a", 10.0, 1)
+    b = _load_run(tmp_path / "b", 14.0, 2)
+    a2 = _load_run(tmp_path / "a2", 10.0, 3)
+    assert main(["compare", a, b, "--json", "--fail-if", "client_p99_ms > +20%"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    lines = {f["metric"]: f for f in out["figures"]}
+    assert set(lines) == {"client.requests_per_s", *(f"client.p{q}_ms" for q in (50, 90, 95, 99))}
+    assert lines["client.p50_ms"]["word"] == "slower" and lines["client.p50_ms"]["change"] == pytest.approx(0.4, abs=0.1)
+    assert lines["client.requests_per_s"]["a"] == pytest.approx(50.0)
+    assert out["verdict"]["a"]["runs"] == 0 and out["predictions"] == []
+    assert main(["compare", a, a2, "--fail-if", "client_p99_ms > +20%"]) == 0  # same service, other draws
+
+
+def test_imported_traces_compare_like_runs(capsys):
+    trace = os.path.join(os.path.dirname(__file__), "data", "traces", "kineto_cuda_synthetic.json")
+    assert main(["compare", trace, trace, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["a"][0]["kind"] == "trace" and out["figures"]
+    assert all(f["word"] == "no detectable change" for f in out["figures"])
+    assert main(["compare", trace, MLP, "--json"]) == 0  # a trace against a profiled run: warned, compared
+    assert any("different kinds of run" in w for w in json.loads(capsys.readouterr().out)["warnings"])
