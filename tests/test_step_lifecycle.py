@@ -149,3 +149,14 @@ def test_run_format_documents_every_step_column() -> None:
                 documented[name] = cells[1]
     types = {name: "str" if kind == "shapes" else kind for name, kind in STEP_LAYOUT}
     assert documented == {**types, "pid": "int"}
+
+
+def test_a_frequent_kind_of_row_samples_sooner_with_exact_totals(tmp_path) -> None:
+    """weight(table, full): collectives come several per step, so they keep fewer rows whole."""
+    rec = Recorder(str(tmp_path), {"gc": False, "table_rows": 50_000})
+    weights = [rec.weight("comm", 200) for _ in range(20_000)]
+    assert weights[:200] == [1] * 200 and weights[200:400].count(0) > 0
+    kept = [w for w in weights if w]
+    assert len(kept) < 2_000
+    assert abs(sum(kept) - 20_000) / 20_000 < 0.05  # weights stand for the rows left out
+    assert rec.weight("steps") == 1  # other tables keep table_rows whole

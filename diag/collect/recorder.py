@@ -176,15 +176,20 @@ class Recorder:
                     self._writers[table] = w
         return w
 
-    def weight(self, table: str) -> int:
-        """0 to drop this row, else how many rows it stands for (see module doc)."""
+    def weight(self, table: str, full: int | None = None) -> int:
+        """0 to drop this row, else how many rows it stands for (see module doc).
+
+        `full`: rows kept whole before sampling starts, when a kind of row comes
+        so often that `table_rows` of them would cost the program (collectives:
+        several per step)."""
         n = self._seen.get(table, 0)
         self._seen[table] = n + 1  # a race between threads only miscounts by one
-        return 1 if n < self._full else self._sampled_weight(n)
+        full = self._full if full is None else full
+        return 1 if n < full else self._sampled_weight(n, full)
 
-    def _sampled_weight(self, n: int) -> int:
-        """weight() of the table's row number n once past `table_rows`."""
-        level = min(((n // self._full) + 1).bit_length() - 1, MAX_SAMPLE_LEVEL)
+    def _sampled_weight(self, n: int, full: int | None = None) -> int:
+        """weight() of the table's row number n once past `full` (default `table_rows`)."""
+        level = min(((n // (full or self._full)) + 1).bit_length() - 1, MAX_SAMPLE_LEVEL)
         k = 1 << level
         return k if n % k == 0 else 0
 
