@@ -40,7 +40,7 @@ T0_US = 5000000000000.0
     ("triton_poi_fused_add_mul_0", "elementwise"),
     ("triton_red_fused__softmax_1", "reduction"),
     ("triton_tem_fused_addmm_2", "gemm"),
-    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 4>", "other"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 4>", "elementwise"),
     ("void at::native::index_elementwise_kernel<128, 4>", "elementwise"),
     ("void convert_bf16_to_fp8_kernel", "other"),
 ])

@@ -7,7 +7,19 @@ fire on it). docs/metrics.md is generated from `CATALOG`.
 
 from __future__ import annotations
 
-from diag.analysis import gpu, graphs, host, latency, load, runtime, serving, shares, startup
+from diag.analysis import (
+    communication,
+    gpu,
+    graphs,
+    host,
+    latency,
+    load,
+    runtime,
+    serving,
+    shares,
+    startup,
+    trace_evidence,
+)
 from diag.analysis.catalog import Metric
 from diag.analysis.context import Context
 from diag.analysis.phases import Phases, compute_phases
@@ -15,7 +27,7 @@ from diag.store.run import Run
 
 CATALOG: list[Metric] = (
     startup.METRICS + runtime.METRICS + shares.METRICS + latency.METRICS + gpu.METRICS + host.METRICS
-    + graphs.METRICS + serving.METRICS + load.METRICS
+    + graphs.METRICS + serving.METRICS + load.METRICS + communication.METRICS + trace_evidence.METRICS
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in CATALOG}
 
@@ -32,7 +44,8 @@ def compute_metrics(run: Run, phases: Phases | None = None) -> dict[str, float |
     ctx = Context(run, phases, phases.steady)
     out: dict[str, float | None] = {m.name: None for m in CATALOG}
     out.update(startup.compute(run, phases, ctx.device))
-    for module in (runtime, shares, latency, gpu, host, graphs, serving, load):
+    # trace_evidence last: it withdraws what a trace cannot show (inside_model_share of ProfilerSteps)
+    for module in (runtime, shares, latency, gpu, host, graphs, serving, load, communication, trace_evidence):
         out.update(module.compute(ctx))
     unknown = set(out) - set(BY_NAME)
     if unknown:  # a module computed something the catalog does not describe

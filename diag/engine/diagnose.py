@@ -10,11 +10,13 @@ from diag.analysis.context import Context
 from diag.analysis.members import judge_members
 from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
+from diag.analysis.trace_evidence import decline_reason
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation, severity_rank
 from diag.engine.evaluate import render
 from diag.engine.load_findings import add_load_findings
 from diag.engine.policy import Policy, builtin_policy, load_policy
 from diag.engine.rules import RecommendationSpec, Rule, load_rules
+from diag.engine.verdict import decide
 from diag.store.run import Run
 from diag.store.safe import int64, number
 
@@ -65,7 +67,7 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
     """The Diagnosis for already computed phases and metrics (under the built-in policy unless given)."""
     policy = policy or builtin_policy()
     one_time = policy.no_steady_needed
-    lacking = _lacking_evidence(phases, metrics, policy, imported(run))
+    lacking = _lacking_evidence(run, phases, metrics, policy, imported(run))
     findings: list[Finding] = []
     scores = {label: 0.0 for label in LABELS}
     # A steady-state finding speaks for the part of the run that is not one-time cost.
@@ -85,14 +87,14 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
     backed = {f.label for f in findings}
     findings += [f for f in fallbacks if f.label not in backed]
 
-    best = max(LABELS, key=lambda lb: (scores[lb], -policy.rank(lb)))
-    primary: str | None = best if scores[best] >= policy.primary_min else None
+    verdict = decide(scores, metrics, policy)  # runner-up, margin, evidence-based tie-breaks
+    primary: str | None = verdict.primary
     idle = not lacking and not any(f.label for f in findings if f not in fallbacks) and _idle(metrics, policy)
     if idle:
         primary = None
         findings.append(_idle_finding(metrics))
     elif primary is None:
-        findings.append(_no_verdict(lacking, phases, metrics))
+        findings.append(_no_verdict(lacking, phases, metrics, imported(run)))
     findings.sort(key=lambda f: (f.label == primary and primary is not None, f.label is not None,
                                  severity_rank(f.severity), f.score), reverse=True)
     partial = _partial_finding(run)
@@ -103,7 +105,8 @@ def diagnose_metrics(run: Run, phases: Phases, metrics: dict[str, float | None],
                      phases=[Phase(s.name, round(run.seconds(s.start_ns), 6), round(run.seconds(s.end_ns), 6))
                              for s in phases.spans()],
                      findings=findings, metrics=metrics, units=units, not_judged=_not_judged(metrics),
-                     names=dict(names or {}))
+                     names=dict(names or {}), runner_up=verdict.runner_up if primary else None,
+                     margin=verdict.margin if primary else None, tie_break=verdict.tie_break if primary else "")
 
 
 def evaluate_rule(rule: Rule, metrics: dict[str, float | None], weight: float = 1.0,
@@ -162,16 +165,15 @@ def _factor(v: Any) -> float | None:
     return round(f, 3) if f is not None and f >= 1.0 else None
 
 
-def _lacking_evidence(phases: Phases, metrics: dict[str, float | None], policy: Policy, trace: bool = False) -> str:
+def _lacking_evidence(run: Run, phases: Phases, metrics: dict[str, float | None], policy: Policy,
+                      trace: bool = False) -> str:
     """Why the steady state cannot be judged ('' when it can)."""
+    if trace:  # an imported trace: judged on its steps, or on its kernels where it has none
+        return decline_reason(run, metrics)
     if phases.basis == "run":
         return "no steps and no requests were recorded: diag saw no model call to time"
     steady_s = metrics.get("steady.duration_s") or 0.0
     calls = max(metrics.get("steady.steps") or 0.0, metrics.get("steady.requests") or 0.0)
-    if trace:
-        if calls < policy.min_trace_calls:
-            return "the trace holds no complete step or request in its steady state"
-        return ""
     if steady_s < policy.min_steady_s or calls < policy.min_steady_calls:
         return (f"the steady state is too short to judge ({steady_s:.2f} s, {calls:.0f} steps or requests; "
                 f"needs {policy.min_steady_s:g} s and {policy.min_steady_calls})")
@@ -199,7 +201,12 @@ def _idle_finding(metrics: dict[str, float | None]) -> Finding:
                    recommendations=[Recommendation(text=text)])
 
 
-def _no_verdict(lacking: str, phases: Phases, metrics: dict[str, float | None]) -> Finding:
+def _no_verdict(lacking: str, phases: Phases, metrics: dict[str, float | None], trace: bool = False) -> Finding:
+    if lacking and trace:  # the user holds a file: no advice that only applies to live runs
+        return Finding(rule="verdict.trace_declined", label=None, severity="info",
+                       title=f"No verdict for this trace: {lacking}",
+                       evidence=[Evidence("trace.kernels", metrics.get("trace.kernels"), "count"),
+                                 Evidence("trace.kernel_ms", metrics.get("trace.kernel_ms"), "ms")])
     if lacking:
         title = f"Too little evidence for a verdict: {lacking}"
         text = ("Run the program longer (diag profile --duration S) so it makes more model calls, or mark "

@@ -30,22 +30,47 @@ from diag.store.safe import int64, loads, read_bytes
 # norm kernel may also say "cutlass" or "vectorized", an implicit-GEMM conv
 # says "gemm".
 CATEGORY_PATTERNS: list[tuple[str, str]] = [
+    # Collectives and peer copies first: NCCL/RCCL kernels say "Reduce", "Sum", "Copy"
+    # and would pass for reductions or elementwise work. HCCL and gloo ops, the
+    # symmetric-memory and custom all-reduce kernels of torch/vLLM/SGLang, nvshmem.
+    ("communication", r"nccl|rccl|hccl|msccl|gloo|nvshmem|multimem_all_reduce|one_?shot_all_?reduce"
+                      r"|two_?shot_all_?reduce|cross_device_reduce|custom_?all_?reduce|all_?reduce|all_?gather"
+                      r"|reduce_?scatter|all_?to_?all|sendrecv"),
     # torch.compile (Inductor) names say what they are in their prefix.
     ("elementwise", r"^triton_poi_"),
     ("reduction", r"^triton_(red|per)_"),
     ("gemm", r"^triton_tem_"),
     ("attention", r"flash|fmha|attention|attn|sdpa|mha_|scaled_dot_product"),
     ("norm", r"layer_?norm|batch_?norm|group_?norm|instance_?norm|rms_?norm|bn_fw|bn_bw|moments|welford"),
-    ("conv", r"conv(?!ert)|cudnn|implicit_?gemm|implicit_convolve|winograd|fprop|dgrad|wgrad"),
-    ("gemm", r"gemm|gemv|cutlass|cublas|nvjet|wgmma|xmma|matmul"),
+    ("conv", r"conv(?!ert)|cudnn|implicit_?gemm|implicit_convolve|winograd|fprop|dgrad|wgrad|igemm_|miopen"),
+    # GEMM families: cuBLAS/cuBLASLt (sm90_xmma, nvjet), CUTLASS (sm100 included), AMD
+    # Tensile and hipBLASLt (Cijk_...), Composable Kernel, vLLM's skinny ROCm GEMMs,
+    # Blackwell trtllm-gen batched GEMMs (bmm_E4m3..., bmm_Bfloat16...), Triton matmuls
+    # (_matmul_ogs from triton_kernels, fused_moe_kernel).
+    ("gemm", r"gemm|gemv|cutlass|cublas|nvjet|wgmma|xmma|matmul|^cijk_|hipblaslt|^bmm_|wvsplitk|fused_moe"),
     ("reduction", r"reduce|reduction|softmax|argmax|argmin|topk|cumsum|scan_"),
-    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|copy_kernel|fill_kernel"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|copy_kernel|fill_kernel|catarray|transpose"
+                    r"|gather_kernel|scatter|index_kernel|multi_tensor_apply|act_and_mul|reshape_and_cache"),
 ]
 _CATEGORY_RES = [(cat, re.compile(pat, re.IGNORECASE)) for cat, pat in CATEGORY_PATTERNS]
 
 # "Memcpy HtoD (Pageable -> Device)" -> copy kind, source memory, destination memory.
 _MEMCPY_RE = re.compile(r"memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# Serving engines' own step ranges, used where a trace has no ProfilerStep#: vLLM
+# (execute_model, the model runner), SGLang (step[DECODE bs=..], run_batch), TraceLens captures.
+_ENGINE_STEP_RE = re.compile(r"^(?:vllm::)?execute_model\b|^step\[(?:decode|extend|prefill|mixed)\b"
+                             r"|^execute_(?:\d+_)?context_"  # TraceLens' inference capture: one per execution
+                             r"|^(?:gpu_)?model_?runner.*(?:forward|execute)|^run_batch\b", re.IGNORECASE)
+# Annotations named like a request: "request", "request 12", "req-3", "generate_request".
+_REQUEST_RE = re.compile(r"^(?:generate_)?(?:request|req)(?:$|[\s#:_-]*\d)", re.IGNORECASE)
+# Host spans that feed the model: a DataLoader's next batch, named preprocessing.
+_INPUT_RE = re.compile(r"dataloader|preprocess|collate|tokeniz", re.IGNORECASE)
+# Categories of the host timeline across Kineto versions (2021 traces say Operator, Runtime).
+CPU_CATS = {"cpu_op", "operator", "user_annotation", "python_function", "cpu_instant_event", ""}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+# Activity of accelerators diag cannot read as GPU kernels (their categories name them).
+_OTHER_ACCEL_RE = re.compile(r"^(mtia|hpu|xpu|tpu|npu|ipu)_", re.IGNORECASE)
 _WINDOW_FILE_RE = re.compile(r"window(\d+)\.(\d+)\.json$")
 
 KERNEL_CATS = {"kernel"}
@@ -79,6 +104,7 @@ class KinetoTables:
     ranges: list[dict[str, Any]] = field(default_factory=list)
     pid: int | None = None
     skipped: int = 0  # events left out: times that are no number or beyond int64
+    other_accelerator: str | None = None  # MTIA, HPU...: activity diag does not read as GPU kernels
 
 
 def load_trace(path: str, follow: bool = True) -> dict[str, Any]:
@@ -132,13 +158,27 @@ def _int(v: Any, default: int = -1) -> int:
 
 
 def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = None) -> KinetoTables:
-    """Rows of kernels (kernel, memcpy, memset), steps (`ProfilerStep#N`) and ranges (user_annotation)."""
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
-    offset = _offset_ns(trace, events, start_ns)
+    """Rows of kernels (kernel, memcpy, memset), steps and ranges (annotations, input spans).
+
+    Steps are `ProfilerStep#N` under any host category (2021 traces file them under
+    `Operator`), else a serving engine's own step ranges (_ENGINE_STEP_RE). A kernel's
+    `launch_ns` is when the host called its launch (runtime event of the same
+    correlation id), so the launch->start delay can be measured; -1 when unknown.
+    """
+    return parse_events(trace["traceEvents"], trace, window, start_ns)
+
+
+def parse_events(raw_events: Any, trace: dict[str, Any], window: int = 0,
+                 start_ns: int | None = None) -> KinetoTables:
+    """parse_trace over any iterable of events (a list, or a streaming reader's)."""
+    events = raw_events if isinstance(raw_events, list) else list(raw_events)
+    offset = _offset_ns(trace, [e for e in events if isinstance(e, dict)], start_ns)
     out = KinetoTables()
     annotations: list[dict[str, Any]] = []
+    engine_steps: list[dict[str, Any]] = []
+    launches: dict[int, int] = {}
     for e in events:
-        if e.get("ph") != "X":
+        if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         ts, dur_ns = _ns(e.get("ts")), _ns(e.get("dur", 0))
         ts_ns = int64(offset + ts) if ts is not None else None
@@ -156,6 +196,7 @@ def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = N
                 "name": name, "category": None, "kind": None, "copy_kind": None,
                 "src_mem": None, "dst_mem": None, "bytes": None,
                 "grid": _dims(args.get("grid")), "block": _dims(args.get("block")),
+                "launch_ns": _int(args.get("correlation")),  # a correlation id until resolved below
             }
             if cat in KERNEL_CATS:
                 row["kind"], row["category"] = "kernel", kernel_category(name)
@@ -168,26 +209,57 @@ def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = N
                 row["bytes"] = _int(args.get("bytes"))
             out.kernels.append(row)
             continue
+        if cat in LAUNCH_CATS:
+            corr = int64(args.get("correlation"))
+            if corr is not None:
+                launches[corr] = ts_ns
+        if _OTHER_ACCEL_RE.match(cat):
+            out.other_accelerator = out.other_accelerator or cat.split("_")[0].upper()
+            continue
+        if cat not in CPU_CATS:
+            continue
         pid, tid = _int(e.get("pid")), _int(e.get("tid"))
-        step = _STEP_RE.match(name)
-        if step and cat in ("user_annotation", "cpu_op", "python_function", ""):
-            out.pid = out.pid if out.pid is not None else pid
-            out.steps.append({
-                "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid, "source": "torch",
-                "model": None, "batch": -1, "shapes": None, "dtype": None, "device": None,
-                "gpu_ns": -1, "syncs": -1, "seq": _int(int(step.group(1)[:20])), "in_window": True,
-            })
-        elif cat == "user_annotation":
-            out.pid = out.pid if out.pid is not None else pid
-            annotations.append({
-                "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid, "name": name,
-                "kind": "request" if name == "request" else "stage", "source": "kineto",
-                "domain": None, "depth": 0,
-            })
-        elif cat in ("cpu_op", "python_function", "cuda_runtime", "cuda_driver") and out.pid is None:
+        if out.pid is None and cat != "":
             out.pid = pid
+        step = _STEP_RE.match(name)
+        if step:
+            out.steps.append(_step_row(ts_ns, dur_ns, pid, tid, "torch", _int(int(step.group(1)[:20]))))
+        elif cat == "user_annotation" and _ENGINE_STEP_RE.search(name):
+            engine_steps.append(_step_row(ts_ns, dur_ns, pid, tid, "engine", len(engine_steps)))
+        elif cat == "user_annotation" or (cat in ("cpu_op", "operator") and _INPUT_RE.search(name)):
+            kind = "request" if _REQUEST_RE.match(name) else "stage"
+            annotations.append({
+                "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid,
+                "name": "dataloader" if kind == "stage" and "dataloader" in name.lower() else name,
+                "kind": kind, "source": "kineto", "domain": None, "depth": 0,
+            })
+    if not out.steps:
+        out.steps = _outermost(engine_steps)
+    for row in out.kernels:
+        row["launch_ns"] = launches.get(row["launch_ns"], -1) if row["launch_ns"] >= 0 else -1
     out.ranges = nest_depths(annotations)
     return out
+
+
+def _step_row(ts_ns: int, dur_ns: int, pid: int, tid: int, source: str, seq: int) -> dict[str, Any]:
+    return {"ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid, "source": source,
+            "model": None, "batch": -1, "shapes": None, "dtype": None, "device": None,
+            "gpu_ns": -1, "syncs": -1, "seq": seq, "in_window": True}
+
+
+def _outermost(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Engine step ranges that no other one on their thread encloses (execute_model inside step[])."""
+    kept: list[dict[str, Any]] = []
+    ends: dict[tuple[int, int], int] = {}
+    for r in sorted(steps, key=lambda r: (r["ts_ns"], -r["dur_ns"])):
+        key = (r["pid"], r["tid"])
+        if r["ts_ns"] < ends.get(key, -1):
+            continue
+        ends[key] = r["ts_ns"] + r["dur_ns"]
+        kept.append(r)
+    for i, r in enumerate(kept):
+        r["seq"] = i
+    return kept
 
 
 def nest_depths(ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -235,20 +307,31 @@ def kernels_of_run(run_dir: str) -> list[dict[str, Any]]:
 
 
 def read_kineto(path: str) -> Run:
-    """The Run of a PyTorch profiler (Kineto) trace file: kernels, memcpy, memset, steps from
-    `ProfilerStep#N`, ranges from `user_annotation`; DiagError if it is no such trace."""
+    """The Run of a PyTorch profiler (Kineto) trace file: kernels, memcpy, memset, steps
+    (`ProfilerStep#N`, else engine step ranges), ranges from `user_annotation` and input
+    spans; DiagError if it is no such trace.
+
+    The one window spans the GPU activity (first GPU event to the last end), not the
+    host's annotations around it: a CPU range that opens long before the first kernel
+    would count as GPU idle time. `distributedInfo` gives the rank (manifest `distributed`).
+    """
     try:
         trace = load_trace(path)
         parsed = parse_trace(trace)
     except ValueError as exc:
         raise DiagError(f"{path}: not a readable trace JSON ({(str(exc).splitlines() or [''])[0][:120]})") from None
+    return trace_to_run(path, trace, parsed)
+
+
+def trace_to_run(path: str, trace: dict[str, Any], parsed: KinetoTables) -> Run:
+    """The Run of a parsed trace; `trace` holds the top-level fields (deviceProperties, distributedInfo)."""
     pid = parsed.pid if parsed.pid is not None else -1
     for row in parsed.kernels:
         row["pid"] = pid
     tables = {"kernels": parsed.kernels, "steps": parsed.steps, "ranges": parsed.ranges}
     if not any(tables.values()):
         raise DiagError(f"{path}: no kernels, steps or annotations in this trace")
-    start, end = span(tables)
+    start, end = span({"kernels": parsed.kernels} if parsed.kernels else tables)
     tables["windows"] = [{"window": 0, "ts_ns": start, "dur_ns": end - start, "steps": len(parsed.steps),
                           "profiler_start_ns": 0, "trace": os.path.basename(path), "pid": pid}]
     props = trace.get("deviceProperties")
@@ -258,4 +341,24 @@ def read_kineto(path: str) -> Run:
     gpu = {"count": len(devices), "devices": devices} if devices else {}
     run = trace_run(path, "kineto", "torch.profiler", tables, gpu)
     run.manifest["imported_from"]["skipped_rows"] = parsed.skipped
+    if parsed.other_accelerator:
+        run.manifest["imported_from"]["accelerator"] = parsed.other_accelerator
+    dist = distributed_info(trace)
+    if dist:
+        run.manifest["distributed"] = dist
     return run
+
+
+def distributed_info(trace: dict[str, Any]) -> dict[str, Any]:
+    """{rank, world_size, backend} from a trace's `distributedInfo` (keys it lacks left out)."""
+    info = trace.get("distributedInfo")
+    if not isinstance(info, dict):
+        return {}
+    out: dict[str, Any] = {"source": "distributedInfo"}
+    for key in ("rank", "world_size"):
+        n = int64(info.get(key))
+        if n is not None and n >= 0:
+            out[key] = n
+    if isinstance(info.get("backend"), str):
+        out["backend"] = info["backend"][:80]
+    return out if len(out) > 1 else {}
