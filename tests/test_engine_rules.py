@@ -33,8 +33,7 @@ def test_builtin_rules_load_and_cover_every_label():
     rules = load_rules()
     assert len(builtin_rule_files()) >= 8
     labels = {r.label for r in rules if r.label}
-    # communication_bound waits for the metrics of imported multi-GPU traces (issue 13)
-    assert labels == set(LABELS) - {"communication_bound"}
+    assert labels == set(LABELS)
     assert len({r.id for r in rules}) == len(rules)
     for r in rules:
         assert r.recommendations, f"{r.id} has no recommendation"

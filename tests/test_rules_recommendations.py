@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from serving_rule_cases import SERVING_CASES
+from trace_rule_cases import TRACE_CASES
 
 from diag.analysis.metrics import BY_NAME
 from diag.engine.diagnose import evaluate_rule
@@ -124,13 +125,13 @@ CASES = [
 
 
 def test_every_builtin_rule_has_a_case():
-    assert {c[0] for c in CASES + SERVING_CASES} | {"compute.gpu_matmul_kernels", "compute.gpu_busy",
+    assert {c[0] for c in CASES + SERVING_CASES + TRACE_CASES} | {"compute.gpu_matmul_kernels", "compute.gpu_busy",
                                     "compute.gpu_model_time_no_gpu_data", "memory.nvml_memory_util",
                                     "fallback.model_time", "fallback.outside_work", "fallback.outside_wait"} == set(RULES)
 
 
-@pytest.mark.parametrize("rule_id, evidence, without, snippet", CASES + SERVING_CASES,
-                         ids=[c[0] for c in CASES + SERVING_CASES])
+@pytest.mark.parametrize("rule_id, evidence, without, snippet", CASES + SERVING_CASES + TRACE_CASES,
+                         ids=[c[0] for c in CASES + SERVING_CASES + TRACE_CASES])
 def test_recommendation_fires_on_its_evidence_only(rule_id, evidence, without, snippet):
     rule = RULES[rule_id]
     f = evaluate_rule(rule, metrics(**evidence))
