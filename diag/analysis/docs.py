@@ -9,6 +9,7 @@ from diag.analysis.metrics import CATALOG
 _GROUPS = [
     ("run.", "Run"), ("startup.", "Startup"), ("warmup.", "Warm-up"), ("coldstart.", "Cold start"),
     ("steady.", "Steady state"), ("ort.", "ONNX Runtime"), ("load.", "Load (diag load, diag profile --load)"),
+    ("trace.", "Imported traces"),
 ]
 
 _INTRO = """# Metrics
