@@ -43,7 +43,7 @@ async def test_number_keys_tab_and_click_switch_views(tui_runs):
         await pilot.press("tab")
         assert active(app) == "tab-overview"
         await pilot.press("shift+tab")
-        assert active(app) == "tab-run"
+        assert active(app) == pane_id(VIEWS[-1])
         await pilot.click("#--content-tab-tab-kernels")
         await wait_loaded(pilot)
         assert active(app) == "tab-kernels"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from diag.analysis.ranges import run_requests
-from diag.analysis.serving import server_roles
+from diag.analysis.serving import ids, server_roles
 from diag.store.run import Run
 
 # Metrics each member keeps in its summary (the rest stay in its own Diagnosis when asked for).
@@ -78,7 +78,7 @@ def server_members(run: Run) -> list[tuple[int, str, int]]:
             if isinstance(p, int):
                 order[p] = i
     req = run_requests(run)
-    serving = set(req["pid"].astype(int).tolist()) if not req.empty else set()
+    serving = set(ids(req["pid"])) if not req.empty else set()
     out = []
     for pid, d in sorted(roles.items()):
         role = str(d.get("role") or "")

@@ -100,7 +100,12 @@ def _server_pids(ctx: Context) -> set[int]:
     ev = ctx.run.table("events")
     if ev.empty:
         return set()
-    return {int(p) for p in ev.loc[ev["kind"] == "server", "pid"]}
+    return {p for p in ids(ev.loc[ev["kind"] == "server", "pid"]) if p >= 0}
+
+
+def ids(s: pd.Series) -> list[int]:
+    """A pid or tid column as ints (a null id becomes -1: no process or thread has it)."""
+    return pd.to_numeric(s, errors="coerce").fillna(-1).astype(np.int64).tolist()
 
 
 def server_roles(run_events: pd.DataFrame) -> dict[int, dict]:
@@ -110,6 +115,8 @@ def server_roles(run_events: pd.DataFrame) -> dict[int, dict]:
         return out
     ev = run_events[run_events["kind"] == "server"]
     for pid, name, detail in zip(ev["pid"], ev["name"], ev["detail"], strict=True):
+        if pd.isna(pid):
+            continue
         try:
             d = json.loads(detail) or {}
         except (TypeError, ValueError):
@@ -274,7 +281,7 @@ def _model(ctx: Context, server_pids: set[int], out: dict[str, float | None]) ->
     cpu = threads.thread_cpu(ctx)
     r = threads.roles(ctx)
     execs = r[r["role"].isin(["executor", "loop_executor"]).to_numpy()]
-    ex_keys = set(zip(execs["pid"].astype(int), execs["tid"].astype(int), strict=True))
+    ex_keys = set(zip(ids(execs["pid"]), ids(execs["tid"]), strict=True))
     if ex_keys:
         out["steady.executor_cpu"] = float(sum(cpu.get(k, 0.0) for k in ex_keys))
     if steps.empty:
@@ -282,7 +289,7 @@ def _model(ctx: Context, server_pids: set[int], out: dict[str, float | None]) ->
     st = steps["ts_ns"].to_numpy(dtype=np.int64)
     busy = intervals.clipped_total(st, st + steps["dur_ns"].to_numpy(dtype=np.int64), ctx.t0, ctx.t1)
     out["steady.model_busy_share"] = min(1.0, busy / 1e9 / ctx.seconds)
-    step_keys = set(zip(steps["pid"].astype(int), steps["tid"].astype(int), strict=True))
+    step_keys = set(zip(ids(steps["pid"]), ids(steps["tid"]), strict=True))
     on_exec = bool(step_keys & ex_keys)
     out["steady.model_on_executor"] = 1.0 if on_exec else 0.0
     batch = num(steps["batch"])
@@ -310,7 +317,7 @@ def _workers(ctx: Context, found: pd.DataFrame, out: dict[str, float | None]) ->
 
 def _reads(ctx: Context, req: pd.DataFrame, server_pids: set[int], out: dict[str, float | None]) -> None:
     host = ctx.run.table("host")
-    pids = server_pids | set(req["pid"].astype(int).tolist() if not req.empty else [])
+    pids = server_pids | set(ids(req["pid"]) if not req.empty else [])
     if host.empty or not pids:
         return
     total, seen = 0.0, False

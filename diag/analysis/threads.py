@@ -57,6 +57,8 @@ def roles(ctx: Context) -> pd.DataFrame:
     if not ev.empty:
         tr = ev[ev["kind"] == "thread_role"]
         for pid, tid, name, detail in zip(tr["pid"], tr["tid"], tr["name"], tr["detail"], strict=True):
+            if pd.isna(pid) or pd.isna(tid):
+                continue
             try:
                 tname = str((json.loads(detail) or {}).get("thread_name", ""))
             except (TypeError, ValueError, AttributeError):
