@@ -102,7 +102,9 @@ class Context:
         return df[cols][self.thread_mask(df, pid, tid)]
 
     def requests(self) -> pd.DataFrame:
-        return request_rows(self.window("ranges"), self.window("requests"))
+        if "(requests)" not in self._cache:
+            self._cache["(requests)"] = request_rows(self.window("ranges"), self.window("requests"))
+        return self._cache["(requests)"]
 
     @property
     def stack_tid(self) -> int | None:

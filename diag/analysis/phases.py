@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from diag.analysis.columns import as_bool, complete
-from diag.analysis.ranges import requests as request_rows
+from diag.analysis.ranges import run_requests
 from diag.store.run import Run
 
 SETTLE_TOLERANCE = 0.25  # rolling median within 25% of the steady median
@@ -152,8 +152,7 @@ def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: n
 def compute_phases(run: Run) -> Phases:
     """Split the run into startup, warm-up and steady state."""
     steps = complete(run, "steps")
-    ranges = complete(run, "ranges")
-    requests = request_rows(ranges, complete(run, "requests"))
+    requests = run_requests(run)
     last_end = []
     if not steps.empty:
         last_end.append(int((steps["ts_ns"] + steps["dur_ns"]).max()))

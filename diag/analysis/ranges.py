@@ -85,8 +85,12 @@ def _frame(df: pd.DataFrame, kind: str | None) -> pd.DataFrame:
 
 
 def run_requests(run: Run) -> pd.DataFrame:
-    """Every request of the run (`requests` over its whole ranges and requests tables)."""
-    return requests(complete(run, "ranges"), complete(run, "requests"))
+    """Every request of the run (`requests` over its whole ranges and requests tables), built once per run."""
+    key = "(requests union)"  # a derived table beside the stored ones: phases, latency, series... all ask
+    cached = run._cache.get(key)
+    if cached is None:
+        cached = run._cache[key] = requests(complete(run, "ranges"), complete(run, "requests"))
+    return cached
 
 
 def found(run: Run) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diag.analysis.ranges import requests as request_rows
+from diag.analysis.ranges import run_requests
 from diag.store.run import Run
 
 # The title of each group's panel, in every view.
@@ -100,7 +100,7 @@ def timeline(run: Run, max_points: int = 2000) -> list[Series]:
         _add(out, run, mb, "bytes", "Host-device copies", "MB/s", "copies", max_points, 1e-6)
     steps = run.table("steps")
     _add(out, run, steps, "dur_ns", "Step latency", "ms", "latency", max_points, 1e-6, how="max")
-    requests = request_rows(run.table("ranges"), run.table("requests"))
+    requests = run_requests(run)
     if not requests.empty:
         _add(out, run, requests, "dur_ns", "Request latency", "ms", "latency",
              max_points, 1e-6, how="max")

@@ -13,13 +13,13 @@ import pandas as pd
 
 from diag.analysis.latency import PERCENTILES, run_latencies
 from diag.analysis.phases import Phase, Phases
-from diag.analysis.ranges import requests
+from diag.analysis.ranges import run_requests
 from diag.analysis.stacks import model_frames
 from diag.store.run import Run
 
 
 def _requests(run: Run) -> pd.DataFrame:
-    return requests(run.table("ranges"), run.table("requests"))
+    return run_requests(run)
 
 
 def latency_values(run: Run, kind: str = "step", phases: Phases | None = None) -> np.ndarray:

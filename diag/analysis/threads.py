@@ -9,6 +9,7 @@ user+system seconds, forward-filled), hot frames from the stack samples.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -99,6 +100,7 @@ def _at(ts: np.ndarray, v: np.ndarray, t: int) -> float:
     return float(v[i]) if i >= 0 else 0.0
 
 
+@functools.lru_cache(maxsize=1 << 16)  # stacks repeat: tens of thousands of samples, a few hundred stacks
 def own_frame(stack: str) -> str:
     """The innermost frame of the program's own code (not the interpreter's, torch's or a server's)."""
     frames = [f for f in stack.split(";") if not _ROOT.match(f)]
