@@ -92,8 +92,9 @@ def test_priority_breaks_ties_and_can_be_overridden(tmp_path):
     rules.mkdir()
     (rules / "tie.toml").write_text(TIE.format(label="io_bound") + TIE.format(label="cpu_bound"))
     run = F.cpu_compute(str(tmp_path / "run"))
+    (rules / "policy.toml").write_text("[ties]\nclose_margin = 0\n")  # no evidence-based tie-breaks
     d = diagnose(run, rule_dirs=[str(rules)])
     assert d.scores["io_bound"] == d.scores["cpu_bound"] and d.primary == "io_bound"
     order = [lb for lb in builtin_policy().priority if lb != "cpu_bound"]
-    (rules / "policy.toml").write_text(f"[labels]\npriority = {['cpu_bound', *order]!r}\n")
+    (rules / "policy.toml").write_text(f"[ties]\nclose_margin = 0\n[labels]\npriority = {['cpu_bound', *order]!r}\n")
     assert diagnose(run, rule_dirs=[str(rules)]).primary == "cpu_bound"

@@ -99,6 +99,11 @@ class Diagnosis:
     serving: dict[str, Any] = field(default_factory=dict)
     # the load driven at it (diag load, diag profile --load): diag.analysis.load.summary; {} without one
     load: dict[str, Any] = field(default_factory=dict)
+    # the best label after the primary, primary's score minus its score, and the policy's tie-breaker
+    # that decided when the two were close (diag.engine.verdict)
+    runner_up: str | None = None
+    margin: float | None = None
+    tie_break: str = ""
 
     def no_verdict_reason(self) -> str:
         """Why `primary` is None: the engine's own `verdict.*` finding, in its words."""
@@ -119,6 +124,9 @@ class Diagnosis:
             "names": dict(self.names),
             "serving": self.serving,
             "load": self.load,
+            "runner_up": self.runner_up,
+            "margin": self.margin,
+            "tie_break": self.tie_break,
         }
 
     @classmethod
@@ -142,6 +150,9 @@ class Diagnosis:
             names=data.get("names") or {},
             serving=data.get("serving") or {},
             load=data.get("load") or {},
+            runner_up=data.get("runner_up"),
+            margin=data.get("margin"),
+            tie_break=data.get("tie_break") or "",
         )
 
 

@@ -15,7 +15,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from diag.analysis.metrics import BY_NAME
 from diag.engine.diagnosis import LABELS
+from diag.engine.evaluate import Expr, compile_expr
 from diag.engine.rules import POLICY_FILE, rules_root
 from diag.errors import DiagError
 from diag.store.safe import read_text
@@ -31,7 +33,21 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "steady": {"min_seconds": "number", "min_calls": "count", "min_trace_calls": "count"},
     "idle": {"busy_max": "share"},
     "labels": {"priority": "labels", "no_steady_needed": "labels"},
+    "ties": {"close_margin": "share", "breaker": "breakers"},
 }
+
+
+@dataclass(frozen=True)
+class TieBreaker:
+    """Between two close labels, `prefer` wins when `when` holds on the run's metrics (evidence that separates them).
+
+    The second label may be "*": the first against any other label.
+    """
+
+    labels: tuple[str, str]
+    prefer: str
+    when: Expr
+    why: str
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,16 @@ class Policy:
     idle_busy_max: float
     priority: tuple[str, ...]
     no_steady_needed: tuple[str, ...]
+    close_margin: float = 0.0
+    breakers: tuple[TieBreaker, ...] = ()
+
+    def breaker_for(self, a: str, b: str, metrics: dict[str, float | None]) -> TieBreaker | None:
+        """The first tie-breaker for the pair (a, b) whose evidence holds on these metrics."""
+        for t in self.breakers:
+            x, y = t.labels
+            if ({x, y} == {a, b} or (y == "*" and x in (a, b))) and t.when(metrics) is True:
+                return t
+        return None
 
     def rank(self, label: str) -> int:
         """A label's place in the priority order (0 = wins every tie)."""
@@ -117,7 +143,8 @@ def _policy(name: str, merged: dict[str, Any]) -> Policy:
                   weak_score=values["weak_score"], min_steady_s=values["min_seconds"],
                   min_steady_calls=values["min_calls"], min_trace_calls=values["min_trace_calls"],
                   idle_busy_max=values["busy_max"], priority=values["priority"],
-                  no_steady_needed=values["no_steady_needed"])
+                  no_steady_needed=values["no_steady_needed"], close_margin=values["close_margin"],
+                  breakers=values["breaker"])
 
 
 def _checked(where: str, kind: str, value: Any) -> Any:
@@ -135,4 +162,32 @@ def _checked(where: str, kind: str, value: Any) -> Any:
         if unknown:
             raise DiagError(f"{where}: unknown label {unknown[0]!r} (one of {', '.join(LABELS)})")
         return tuple(value)
+    if kind == "breakers":
+        return _breakers(where, value)
     return float(value) if kind in ("share", "number") else value
+
+
+def _breakers(where: str, value: Any) -> tuple[TieBreaker, ...]:
+    """[[ties.breaker]] tables: labels (two), prefer (one of them), when (an expression), why (text)."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise DiagError(f"{where} must be a list of tables ([[ties.breaker]])")
+    out = []
+    for i, b in enumerate(value):
+        at = f"{where}[{i}]"
+        extra = sorted(set(b) - {"labels", "prefer", "when", "why"})
+        if extra:
+            raise DiagError(f"{at}: unknown key {extra[0]!r} (labels, prefer, when, why)")
+        labels = b.get("labels")
+        if not (isinstance(labels, list) and len(labels) == 2 and labels[0] in LABELS
+                and (labels[1] in LABELS or labels[1] == "*") and labels[0] != labels[1]):
+            raise DiagError(f"{at}.labels must name two different labels (the second may be \"*\": any other)")
+        if b.get("prefer") not in labels or b.get("prefer") == "*":
+            raise DiagError(f"{at}.prefer must be one of its labels")
+        if not isinstance(b.get("why"), str) or not b["why"].strip():
+            raise DiagError(f"{at}.why must say which evidence separates the labels")
+        try:
+            when = compile_expr(b.get("when"), BY_NAME.keys())
+        except ValueError as exc:
+            raise DiagError(f"{at}.when: {exc}") from None
+        out.append(TieBreaker((labels[0], labels[1]), b["prefer"], when, b["why"].strip()))
+    return tuple(out)
