@@ -8,14 +8,13 @@ import numpy as np
 import pandas as pd
 
 from diag.analysis import intervals
-from diag.analysis.catalog import Metric
+from diag.analysis.catalog import PERCENTILES, Metric
 from diag.analysis.columns import weighted_percentile, weights
 from diag.analysis.context import Context, complete, num
 from diag.analysis.phases import Phases, compute_phases
 from diag.store.run import Run
 
 # The latency percentiles every view shows, and the metrics they come from.
-PERCENTILES = (50, 90, 95, 99)
 # What the latency numbers cover, in words a view can show beside them.
 SCOPE = "steady state; steps inside kernel-profiling windows left out"
 

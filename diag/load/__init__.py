@@ -7,7 +7,18 @@ Modules: schedule (arrivals), client (the aiohttp loop), stats, slo, sweep, runn
 (run directory), output (console and JSON).
 """
 
-from diag.load.runner import LoadResult, run_load
-from diag.load.spec import LoadSpec, parse_load_args
+from typing import Any
 
 __all__ = ["LoadResult", "LoadSpec", "parse_load_args", "run_load"]
+
+# Loaded on first use: `diag --help` and the CLI parser import diag.load.spec
+# (the load flags), and must not pull in aiohttp and pandas with the runner.
+_HOMES = {"LoadResult": "runner", "run_load": "runner", "LoadSpec": "spec", "parse_load_args": "spec"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        import importlib
+
+        return getattr(importlib.import_module(f"diag.load.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'diag.load' has no attribute {name!r}")

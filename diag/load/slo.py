@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from diag.analysis.latency import PERCENTILES
+from diag.analysis.catalog import PERCENTILES
 from diag.errors import DiagError
 
 _UNITS_MS = {"ms": 1.0, "s": 1000.0, "us": 1e-3, "µs": 1e-3}
