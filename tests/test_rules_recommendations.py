@@ -121,6 +121,13 @@ CASES = [
     ("graphs.recompiles", dict(GPU, run__compiled=1, run__recompiles=8, coldstart__compile_s=30, run__duration_s=100),
      {"run__recompiles": 0}, "mark_dynamic"),
     ("graphs.graph_breaks", dict(GPU, run__compiled=1, run__graph_breaks=3), {"run__graph_breaks": 0}, "fullgraph=True"),
+    # diag profile --load: the client waits before the handler runs, longer than the handler takes
+    ("load.wait_before_handler", dict(CPU, load__requests=600, load__matched_share=0.95, load__pre_handler_ratio=8.0,
+                                      load__pre_handler_share=0.85, load__pre_handler_p50_ms=900.0,
+                                      load__pre_handler_p99_ms=1500.0, load__handler_p50_ms=50.0,
+                                      load__client_p99_ms=1660.0, load__server_p99_ms=61.0, load__gap_p99_ms=1600.0,
+                                      load__offered_per_s=30.0, load__achieved_per_s=20.0),
+     {"load__pre_handler_share": 0.1}, "--limit-concurrency"),
 ]
 
 
