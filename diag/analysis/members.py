@@ -42,6 +42,14 @@ class Member:
     metrics: dict[str, float | None] = field(default_factory=dict)
     primary: str | None = None  # its own verdict
     score: float = 0.0
+    margin: float | None = None  # its primary's lead over its runner-up (diag.engine.verdict)
+    # a rank of a multi-GPU job (ranks.py): its rank, local rank and figures; None for server workers
+    rank: int | None = None
+    local_rank: int | None = None
+    steps: float | None = None
+    steps_per_s: float | None = None
+    step_p50_ms: float | None = None
+    comm_share: float | None = None  # of its stepping span in collectives (calling thread, or kernels)
 
 
 @dataclass
@@ -92,12 +100,16 @@ def server_members(run: Run) -> list[tuple[int, str, int]]:
     return sorted(out, key=lambda m: (m[2] < 0, m[2], m[0]))
 
 
-def judge_members(run: Run, judge: object) -> list[Member]:
+def judge_members(run: Run, judge: object, found: list[tuple[int, str, int]] | None = None,
+                  keep: tuple[str, ...] = MEMBER_METRICS) -> list[Member]:
     """Every member judged on its own: `judge(run) -> Diagnosis` is called on each member's view.
 
-    Empty when the run has fewer than two members (a single process is the whole).
+    `found` lists the members as (pid, role, index): the server's workers when None
+    (`server_members`), the ranks of a job otherwise (ranks.rank_members). `keep`
+    names the metrics each member keeps. Empty when there are fewer than two members
+    (a single process is the whole).
     """
-    found = server_members(run)
+    found = server_members(run) if found is None else found
     if len(found) < 2:
         return []
     req = run_requests(run)
@@ -109,6 +121,7 @@ def judge_members(run: Run, judge: object) -> list[Member]:
         n = float(per.get(pid, 0.0))
         out.append(Member(pid=pid, role=role, index=index, requests=n,
                           request_share=n / total if total > 0 else None,
-                          metrics={k: d.metrics.get(k) for k in MEMBER_METRICS},
-                          primary=d.primary, score=float(d.scores.get(d.primary, 0.0)) if d.primary else 0.0))
+                          metrics={k: d.metrics.get(k) for k in keep},
+                          primary=d.primary, score=float(d.scores.get(d.primary, 0.0)) if d.primary else 0.0,
+                          margin=d.margin))
     return out

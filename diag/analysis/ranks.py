@@ -17,7 +17,12 @@ from typing import Any
 
 import pandas as pd
 
+from diag.analysis.members import Member, judge_members
 from diag.store.run import Run
+
+# Metrics each rank keeps in its member summary (the GPU side of communication where kernels were seen).
+RANK_METRICS = ("steady.steps", "steady.duration_s", "steady.gpu_busy", "steady.comm_kernel_share",
+                "steady.comm_exposed_share", "steady.comm_ms_per_step", "run.rank", "run.world_size")
 
 RANK_COLUMNS = ["rank", "local_rank", "pid", "steps", "steps_per_s", "step_p50_ms", "comm_calls", "comm_s",
                 "comm_share", "comm_bytes"]
@@ -54,19 +59,55 @@ def rank_table(run: Run) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for pid, rank, local in ranks:
         st = steps[steps["pid"] == pid] if not steps.empty else steps
-        n = float(st["weight"].sum()) if not st.empty else 0.0
-        span_s = ((st["ts_ns"] + st["dur_ns"]).max() - st["ts_ns"].min()) / 1e9 if len(st) > 1 else 0.0
         c = comm[comm["pid"] == pid] if not comm.empty else comm
-        comm_s = float((c["dur_ns"] * c["weight"]).sum()) / 1e9 if not c.empty else 0.0
-        rows.append({
-            "rank": rank, "local_rank": local, "pid": pid, "steps": n,
-            "steps_per_s": n / span_s if span_s > 0 else None,
-            "step_p50_ms": float(st["dur_ns"].median()) / 1e6 if not st.empty else None,
-            "comm_calls": float(c["weight"].sum()) if not c.empty else 0.0,
-            "comm_s": comm_s, "comm_share": comm_s / span_s if span_s > 0 else None,
-            "comm_bytes": _comm_bytes(c),
-        })
+        rows.append({"rank": rank, "local_rank": local, "pid": pid, **step_figures(st, c)})
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
+
+
+def step_figures(steps: pd.DataFrame, comm: pd.DataFrame) -> dict[str, Any]:
+    """One process's steps, steps/s over its stepping span, median step time, and its collectives
+    (calls, seconds on the calling thread, their share of the stepping span, bytes)."""
+    n = float(steps["weight"].sum()) if not steps.empty else 0.0
+    span_s = ((steps["ts_ns"] + steps["dur_ns"]).max() - steps["ts_ns"].min()) / 1e9 if len(steps) > 1 else 0.0
+    comm_s = float((comm["dur_ns"] * comm["weight"]).sum()) / 1e9 if not comm.empty else 0.0
+    return {"steps": n, "steps_per_s": n / span_s if span_s > 0 else None,
+            "step_p50_ms": float(steps["dur_ns"].median()) / 1e6 if not steps.empty else None,
+            "comm_calls": float(comm["weight"].sum()) if not comm.empty else 0.0,
+            "comm_s": comm_s, "comm_share": comm_s / span_s if span_s > 0 and not comm.empty else None,
+            "comm_bytes": _comm_bytes(comm)}
+
+
+def rank_member(m: Member, row: dict[str, Any]) -> Member:
+    """`m` (judged on its own) with its rank's figures (a rank_table row). Where no collective was timed on
+    the calling thread (an imported trace), the collective share is the GPU's exposed communication share."""
+    m.role, m.index = "rank", int(row["rank"])
+    m.rank = int(row["rank"])
+    m.local_rank = int(row["local_rank"]) if row.get("local_rank") is not None and row["local_rank"] >= 0 else None
+    m.steps, m.steps_per_s, m.step_p50_ms = row.get("steps"), row.get("steps_per_s"), row.get("step_p50_ms")
+    share = row.get("comm_share")
+    m.comm_share = share if share is not None and share == share else m.metrics.get("steady.comm_exposed_share")
+    return m
+
+
+def judge_ranks(run: Run, judge: object) -> tuple[list[Member], dict[str, Any]]:
+    """Every rank of a recorded multi-rank job judged on its own rows (`judge(run) -> Diagnosis`), with its
+    figures, and the job's spread (rank_spread). ([], {}) for a run of fewer than two ranks."""
+    found = rank_processes(run)
+    if not found:
+        return [], {}
+    table = rank_table(run)
+    members = judge_members(run, judge, found=[(pid, "rank", rank) for pid, rank, _ in found], keep=RANK_METRICS)
+    rows = {int(r["pid"]): r for r in table.to_dict("records")}
+    members = [rank_member(m, rows[m.pid]) for m in members]
+    return members, spread_of(members)
+
+
+def spread_of(members: list[Member]) -> dict[str, Any]:
+    """rank_spread over members' own figures (the collective share as each member holds it)."""
+    table = pd.DataFrame([{"rank": m.rank, "steps_per_s": m.steps_per_s, "step_p50_ms": m.step_p50_ms,
+                           "comm_share": m.comm_share} for m in members],
+                         columns=["rank", "steps_per_s", "step_p50_ms", "comm_share"])
+    return rank_spread(table.astype({"steps_per_s": float, "step_p50_ms": float, "comm_share": float}))
 
 
 def _comm_bytes(comm: pd.DataFrame) -> float:
@@ -102,3 +143,18 @@ def rank_spread(table: pd.DataFrame) -> dict[str, Any]:
         out["comm_share_max"] = float(top["comm_share"])
         out["comm_share_max_rank"] = int(top["rank"])
     return out
+
+
+def trace_rank_members(ranked: list[tuple[int, Run, Any]]) -> tuple[list[Member], dict[str, Any]]:
+    """Members of a job read from per-rank traces: (rank, that rank's Run, its Diagnosis) each, judged on
+    its own beforehand; and the job's spread. Each trace is its own run (its own clock and pids)."""
+    members = []
+    for rank, run, d in ranked:
+        steps = run.table("steps")
+        pids = steps["pid"].dropna() if not steps.empty else pd.Series(dtype=float)
+        m = Member(pid=int(pids.iloc[0]) if not pids.empty else -1, role="rank", index=rank, requests=0.0,
+                   request_share=None, metrics={k: d.metrics.get(k) for k in RANK_METRICS}, primary=d.primary,
+                   score=float(d.scores.get(d.primary, 0.0)) if d.primary else 0.0, margin=d.margin)
+        empty = pd.DataFrame(columns=["dur_ns", "weight", "detail"])
+        members.append(rank_member(m, {"rank": rank, "local_rank": -1, **step_figures(steps, empty)}))
+    return members, spread_of(members) if len(members) >= 2 else {}

@@ -10,6 +10,7 @@ from diag.analysis.context import Context
 from diag.analysis.members import judge_members
 from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
+from diag.analysis.ranks import judge_ranks, trace_rank_members
 from diag.analysis.trace_evidence import decline_reason
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding, Phase, Recommendation, severity_rank
 from diag.engine.evaluate import render
@@ -28,6 +29,9 @@ WEAK_SCORE = builtin_policy().weak_score
 
 def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis:
     """Classify the run's bottleneck and explain it (DESIGN.md, schema diag.diagnosis/1)."""
+    rank_runs = getattr(run, "rank_runs", None)  # a directory of per-rank traces (store/rank_traces.py)
+    if rank_runs:
+        return _diagnose_rank_traces(run, rank_runs, rule_dirs)
     rules = load_rules(rule_dirs)
     policy = load_policy(rule_dirs)
     phases = compute_phases(run)
@@ -39,7 +43,24 @@ def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis
     members = judge_members(run, lambda r: _judge_member(r, rules, policy))
     if members:
         d.serving["members"] = [asdict(m) for m in members]
+    ranks, spread = judge_ranks(run, lambda r: _judge_member(r, rules, policy))
+    if ranks:  # a multi-rank job: each rank judged on its own rows; the job keeps the whole run's verdict
+        d.members, d.ranks = [asdict(m) for m in ranks], spread
     add_load_findings(run, d)
+    return d
+
+
+def _diagnose_rank_traces(run: Run, rank_runs: list[Run], rule_dirs: tuple[str, ...] | list[str]) -> Diagnosis:
+    """A job read from one trace per rank: each rank diagnosed as the trace it is; the job's verdict is its
+    slowest rank's (a synchronous job goes at the pace of its slowest rank; rank 0's when none is slower)."""
+    ranked = [(int((r.manifest.get("distributed") or {}).get("rank", i)), r, diagnose(r, rule_dirs))
+              for i, r in enumerate(rank_runs)]
+    members, spread = trace_rank_members(ranked)
+    slowest = spread.get("slowest_rank", ranked[0][0])
+    d = next(dr for rank, _, dr in ranked if rank == slowest)
+    d = Diagnosis.from_json(d.to_json())  # a copy: the rank's own stays as judged
+    d.run = _run_info(run, d.metrics)
+    d.members, d.ranks = [asdict(m) for m in members], {**spread, "verdict_from_rank": slowest}
     return d
 
 

@@ -104,6 +104,11 @@ class Diagnosis:
     runner_up: str | None = None
     margin: float | None = None
     tie_break: str = ""
+    # ranks of a multi-rank job, each judged on its own (diag.analysis.members.Member as a dict), and the
+    # job's figures over them (diag.analysis.ranks.rank_spread: slowest rank, imbalance, largest collective
+    # share); [] and {} for a single process
+    members: list[dict[str, Any]] = field(default_factory=list)
+    ranks: dict[str, Any] = field(default_factory=dict)
 
     def no_verdict_reason(self) -> str:
         """Why `primary` is None: the engine's own `verdict.*` finding, in its words."""
@@ -127,6 +132,8 @@ class Diagnosis:
             "runner_up": self.runner_up,
             "margin": self.margin,
             "tie_break": self.tie_break,
+            "members": [_member_json(m) for m in self.members],
+            "ranks": dict(self.ranks),
         }
 
     @classmethod
@@ -153,7 +160,17 @@ class Diagnosis:
             runner_up=data.get("runner_up"),
             margin=data.get("margin"),
             tie_break=data.get("tie_break") or "",
+            members=data.get("members") or [],
+            ranks=data.get("ranks") or {},
         )
+
+
+def _member_json(m: dict[str, Any]) -> dict[str, Any]:
+    """A member with its numbers JSON-safe (NaN and inf become null), its metrics too."""
+    out = {k: _json_number(v) if isinstance(v, float) else v for k, v in m.items()}
+    if isinstance(m.get("metrics"), dict):
+        out["metrics"] = {k: _json_number(v) for k, v in m["metrics"].items()}
+    return out
 
 
 def _json_number(v: float | None) -> float | None:

@@ -82,9 +82,14 @@ def importer_for(path: str) -> Importer:
 
 
 def open_any(path: str) -> Run:
-    """A run directory, or a trace file from another tool read as a run. DiagError if neither."""
+    """A run directory, a trace file from another tool, or a directory of per-rank traces, read as a run.
+    DiagError if none."""
     if os.path.isfile(path):
         return import_trace(path)
+    from diag.store.rank_traces import is_rank_dir, read_rank_dir
+
+    if is_rank_dir(path):  # one trace per rank, no run.json (HTA's input)
+        return read_rank_dir(path)
     from diag.store.run import open_run
 
     return open_run(path)
