@@ -23,6 +23,7 @@ from diag.analysis.collectors import missing_data_note
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase, severity_rank
 from diag.report.load_section import load_data
 from diag.store.run import Run
+from diag.views import ranks as ranks_view
 from diag.views import serving as serving_view
 from diag.views.units import format_value
 
@@ -49,6 +50,8 @@ def build_report_data(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
         "latency": _latency(run),
         "breakdown": _breakdown(diagnosis),
         "serving": _serving(diagnosis),
+        "ranks": {"columns": list(ranks_view.COLUMNS), "rows": ranks_view.rank_rows(diagnosis),
+                  "job": ranks_view.job_line(diagnosis)},
         "load": load_data(diagnosis),
         "stacks": _stacks(run, diagnosis.phases, steady),
         "gpu_work": _gpu_work(run),

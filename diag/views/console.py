@@ -16,6 +16,7 @@ from rich.text import Text
 from diag.engine.diagnose import STRONG_SCORE, WEAK_SCORE
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
 from diag.views import load as load_view
+from diag.views import ranks as ranks_view
 from diag.views import serving
 from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
 from diag.views.units import format_value
@@ -127,6 +128,9 @@ def build(d: Diagnosis, max_findings: int = MAX_FINDINGS) -> RenderableType:
     if serving_lines:
         parts.append(Text(""))
         parts += [Text(line, style="dim") for line in serving_lines]
+    rank_lines = ranks_view.lines(d)
+    if rank_lines:
+        parts += [Text(""), *(Text(line, style="dim") for line in rank_lines)]
     if d.load:
         parts += [Text(""), *load_view.renderables(d)]
     shown = d.findings[:max_findings]

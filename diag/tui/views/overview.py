@@ -16,6 +16,7 @@ from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.phase_bar import PhaseBar
 from diag.tui.widgets.score_bars import ScoreBars
+from diag.views import ranks as ranks_view
 from diag.views.units import format_value
 
 MAX_METRICS = 12
@@ -85,3 +86,7 @@ class OverviewView(View):
         ))
         self.mount(Static("Phases", classes="section"))
         self.mount(PhaseBar(d.phases, data.duration_s) if d.phases else Static("no phases found"))
+        rank_lines = ranks_view.lines(d)  # a multi-rank job: each rank judged on its own, then the job
+        if rank_lines:
+            self.mount(Static("Ranks", classes="section"))
+            self.mount(Static(Text("\n".join(rank_lines[1:]))))
