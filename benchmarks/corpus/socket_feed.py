@@ -1,6 +1,6 @@
 """Sensor windows arriving over a local TCP socket from a slow producer: the consumer waits in recv.
 
-A producer process sends one 64 KiB window every 40 ms; the consumer reads
+A producer process sends one 64 KiB window every 100 ms; the consumer reads
 each with socket.recv_into and runs a 1-D CNN on it (a few ms).
 """
 
@@ -18,7 +18,7 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 data, t = bytes(range(256)) * ({WINDOW} // 256), time.monotonic()
 try:
     while True:
-        t += 0.04
+        t += 0.1
         time.sleep(max(0.0, t - time.monotonic()))
         s.sendall(data)
 except (BrokenPipeError, ConnectionResetError, KeyboardInterrupt):

@@ -17,6 +17,7 @@ METRICS = [
     Metric("steady.process_cpu_share", "ratio", "Process-tree CPU / logical cores."),
     Metric("steady.worker_cpu_cores", "cores", "CPU used by processes other than the stepping one (workers, children)."),
     Metric("steady.system_cpu_share", "ratio", "Whole-machine CPU busy share."),
+    Metric("steady.other_cpu_cores", "cores", "CPU used by processes outside the profiled tree: whole-machine CPU minus the tree's."),
     Metric("steady.rss_max_bytes", "bytes", "Peak resident memory of the process tree."),
     Metric("steady.disk_read_bps", "bytes/s", "Storage reads of the process tree (psutil read_bytes)."),
     Metric("steady.read_chars_bps", "bytes/s", "All reads of the process tree, pipes and sockets included (psutil read_chars)."),
@@ -53,6 +54,10 @@ def compute(ctx: Context) -> dict[str, float | None]:
         w = mean_or_none(num(system["iowait_pct"]))
         out["steady.system_cpu_share"] = c / 100 if c is not None else None
         out["steady.system_iowait_share"] = w / 100 if w is not None else None
+        tree = out.get("steady.process_cpu_cores")
+        if c is not None and tree is not None and cores:
+            # the host sampler follows only the target's tree: the rest of the machine's CPU is others'
+            out["steady.other_cpu_cores"] = max(0.0, c / 100 * float(cores) - tree)
     _stacks(ctx, out)
     return out
 

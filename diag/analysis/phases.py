@@ -128,6 +128,29 @@ def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
     return out
 
 
+SETUP_PAUSE_CYCLES = 10  # a pause between steps this many steady step cycles long...
+SETUP_PAUSE_MIN_S = 0.1  # ...and at least this long is set-up work between warm-up steps
+
+
+def after_setup_pauses(ts: np.ndarray, dur: np.ndarray) -> int:
+    """Index of the first step after the last set-up pause in the first half of the steps (0: none).
+
+    Work between warm-up steps (compiling, serializing, writing and reading back a
+    cache, per input bucket) is warm-up even where each step's latency has already
+    settled: a pause between two of the first half's steps longer than
+    SETUP_PAUSE_CYCLES steady step cycles (start to start, median of the second
+    half) and SETUP_PAUSE_MIN_S ends the warm-up no earlier than the step after it.
+    """
+    n = len(ts)
+    if n < MIN_FOR_WARMUP:
+        return 0
+    cycle = np.diff(ts).astype(float)
+    steady_cycle = float(np.median(cycle[n // 2:])) if len(cycle[n // 2:]) else 0.0
+    gap = (ts[1:] - (ts[:-1] + dur[:-1])).astype(float)
+    long = np.flatnonzero((gap >= max(SETUP_PAUSE_CYCLES * steady_cycle, SETUP_PAUSE_MIN_S * 1e9))[: n // 2])
+    return int(long[-1]) + 1 if len(long) else 0
+
+
 def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: np.ndarray,
                  end_ns: int, shapes: np.ndarray | None = None) -> tuple[Span, Span | None, Span, int]:
     start = run.start_ns
@@ -139,6 +162,8 @@ def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: n
         one_off = np.flatnonzero(one_off_shapes(shapes))
         if len(one_off):
             k = max(k, int(one_off[-1]) + 1)
+    if basis == "steps":
+        k = max(k, after_setup_pauses(ts, dur))
     if k <= 1 or k >= len(ts):
         warm_end = startup.end_ns
         warmup = None

@@ -18,13 +18,13 @@ SLOWEST_LINK_BPS = 3e9
 _W = ["weight"]  # every interval table carries it (docs/run-format.md; 1 when rows are kept in full)
 
 METRICS = [
-    Metric("steady.inside_model_share", "ratio", "Share of steady time the stepping thread spends inside model calls (steps)."),
+    Metric("steady.inside_model_share", "ratio", "Share of steady time the stepping thread spends inside model calls; its shares leave out time queued for a core."),
     Metric("steady.outside_model_share", "ratio", "Share of steady time the stepping thread spends outside model calls."),
     Metric("steady.step_thread_cpu", "ratio", "CPU time of the stepping thread per second of steady time (1 = one core)."),
     Metric("steady.outside_busy_share", "ratio", "Share of steady time the stepping thread runs on CPU outside the model (not copying or syncing)."),
     Metric("steady.outside_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model (blocked, not copying or syncing)."),
     Metric("steady.step_thread_runq_share", "ratio", "Share of steady time the stepping thread was runnable but waiting for a CPU core (schedstat run delay)."),
-    Metric("steady.io_wait_share", "ratio", "Share of steady time the stepping thread waits in file or socket reads outside the model (stack samples; inside requests when there are requests)."),
+    Metric("steady.io_wait_share", "ratio", "Share of steady time the stepping thread waits off-CPU in file or socket reads outside the model (stack samples; inside requests if any)."),
     Metric("steady.known_wait_share", "ratio", "Share of steady time the stepping thread waits outside the model on a queue, lock or select (another thread or process, or the next request)."),
     Metric("steady.blocked_outside_share", "ratio", "Share of steady time the stepping thread is off CPU outside the model in a call diag cannot name (a builtin file read, a C-level socket, sleep): thread CPU vs stack samples."),
     Metric("steady.copy_share", "ratio", "Share of steady time the stepping thread spends in host<->device copies (wait for queued GPU work excluded)."),
@@ -104,28 +104,55 @@ def compute(ctx: Context) -> dict[str, float | None]:
     out["steady.step_thread_cpu"] = cpu
     runq = thread_run_delay(ctx, pid, tid)
     out["steady.step_thread_runq_share"] = runq
+    rq = min(runq or 0.0, 0.95)
     st = _stack_shares(ctx, pid, tid, s_ts, s_end, copies, syncs)
     busy = st["active"] if st else None
     if cpu is not None:
         # CPU time the model, copies and syncs cannot account for was spent outside: a floor.
-        # And no more than the thread's CPU time can have been busy: a non-idle stack
-        # sample may be blocked in a C call (a builtin read, sleep, the GIL).
+        # And no more than the thread's CPU time (plus its time queued for a core: a runnable
+        # thread is not blocked) can have been busy: a non-idle stack sample may be blocked in
+        # a C call (a builtin read, sleep, the GIL).
         floor = max(0.0, cpu - inside - waits)
-        busy = floor if busy is None else min(max(busy, floor), cpu)
+        busy = floor if busy is None else min(max(busy, floor), cpu + rq)
     if busy is not None:
         busy = min(busy, max(0.0, outside_share - waits))
         wait = max(0.0, outside_share - waits - busy)
-        out["steady.outside_busy_share"] = busy
-        out["steady.outside_wait_share"] = wait
+        if cpu is not None:
+            # schedstat says how long the thread was blocked (neither running nor queued for a
+            # core): a wait beyond that is time it wanted a core (a runnable thread's stack
+            # sample can look idle), so it counts as busy
+            blocked = max(0.0, 1.0 - cpu - rq)
+            if wait > blocked:
+                busy, wait = busy + wait - blocked, blocked
+        # Waiting for a core (another process holds it) is neither the model's work nor the
+        # program's: take it out of the time it inflated (inside the model and busy outside, in
+        # proportion: a thread queues for a core only when it wants to run) and judge every share
+        # over the time the thread was running or blocked (docs/rules.md, "A busy host").
+        want = inside + busy
+        q = min(rq, want)
+        q_in, q_out = (q * inside / want, q * busy / want) if q > 0 else (0.0, 0.0)
+        keep = 1.0 - (q_in + q_out)
+        inside_eff = max(0.0, inside - q_in) / keep
+        out["steady.inside_model_share"] = inside_eff
+        out["steady.outside_model_share"] = max(0.0, 1.0 - inside_eff)
+        out["steady.outside_busy_share"] = max(0.0, busy - q_out) / keep
+        out["steady.outside_wait_share"] = wait / keep
         if st is not None:
-            out["steady.io_wait_share"] = st["io"]
-            out["steady.known_wait_share"] = st["known"]
+            # a read frame counts as waiting only while the thread was off the CPU: a decoder
+            # reading from an in-memory file object (Pillow, gzip) runs
+            io, io_all = st["io"], st["io_all"]
+            if cpu is not None:
+                off = max(0.0, 1.0 - cpu - rq)
+                io = min(io, max(st["io_idle"], off))
+                io_all = min(io_all, max(st["io_all_idle"], off))
+            else:
+                io, io_all = st["io_idle"], st["io_all_idle"]
+            out["steady.io_wait_share"] = io / keep
+            out["steady.known_wait_share"] = st["known"] / keep
             if cpu is not None and not st["requests"]:
                 # off CPU outside the model, not in a known wait or a recognised read:
                 # blocked in a C call (a builtin file read, a C-level socket, sleep)
-                # waiting for a core is not blocking (a CPU-starved thread); only outside the
-                # model's share of it can be subtracted, and the model's share is unknown: take all
-                out["steady.blocked_outside_share"] = max(0.0, wait - st["io_all"] - st["known"] - (runq or 0.0))
+                out["steady.blocked_outside_share"] = max(0.0, wait - io_all - st["known"]) / keep
 
     _gc(ctx, pid, mine_steady, out)
     return out
@@ -200,6 +227,9 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
         "active": float(dur[outside & ~idle & ~io].sum()),
         "io": float(dur[outside & io & in_req].sum()),
         "io_all": float(dur[outside & io].sum()),
+        # the same, only where the sampler saw the thread off the CPU
+        "io_idle": float(dur[outside & io & idle & in_req].sum()),
+        "io_all_idle": float(dur[outside & io & idle].sum()),
         "known": float(dur[outside & idle & ~io].sum()),
         "requests": not req.empty,
     }

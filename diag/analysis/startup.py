@@ -36,7 +36,7 @@ METRICS = [
     Metric("startup.excess_s", "s", "Startup beyond the baseline."),
     Metric("warmup.duration_s", "s", "Length of the warm-up phase (steps until latency settles)."),
     Metric("warmup.steps", "count", "Steps in the warm-up phase."),
-    Metric("warmup.excess_s", "s", "Extra time warm-up steps took over the steady median step (less their run-queue delay); all of a pre-warm call on a shape never seen again."),
+    Metric("warmup.excess_s", "s", "Warm-up beyond the steady step cycle: slow warm-up steps, pre-warm calls and set-up work between them (less run-queue delay)."),
     Metric("coldstart.share", "ratio", "(startup excess + warm-up excess) / the run's duration less diag's own startup time: the one-time cost share."),
     Metric("coldstart.excess_s", "s", "Startup excess + warm-up excess, seconds."),
 ]
@@ -103,6 +103,10 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
                 warm_excess = max(0.0, warm_excess - float(contrib[0]) / 1e9)
             else:
                 warm_excess = max(0.0, warm_excess - max(0.0, first * 1e9 - med) / 1e9)
+            # Work between warm-up steps (compile, serialize, cache I/O) is one-time cost too: all
+            # of the warm-up phase beyond what its steps would take at the steady step cycle
+            # (step and the work between steps), less waits for a core.
+            warm_excess = max(warm_excess, _warmup_beyond_cycles(run, phases, mine))
     if phases.warmup is not None:
         out["warmup.duration_s"] = phases.warmup.duration_s
         out["warmup.steps"] = float(phases.warmup_steps)
@@ -114,6 +118,24 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
     own_s = out.get("startup.diag_s") or 0.0  # the program's own time excludes diag's
     out["coldstart.share"] = (excess + warm_excess) / (duration - own_s) if duration - own_s > 0 else None
     return out
+
+
+def _warmup_beyond_cycles(run: Run, phases: Phases, steps: pd.DataFrame) -> float:
+    """Seconds of the warm-up phase beyond its steps' count times the steady step cycle.
+
+    Waiting for a core (run-queue delay over the warm-up) warms nothing up: taken out.
+    """
+    if phases.warmup is None or phases.steady.duration_s <= 0:
+        return 0.0
+    ts = steps["ts_ns"].to_numpy(dtype=np.int64)
+    in_steady = int((ts >= phases.steady.start_ns).sum())
+    in_warm = int(((ts >= phases.warmup.start_ns) & (ts < phases.warmup.end_ns)).sum())
+    if in_steady < 2:
+        return 0.0
+    cycle = phases.steady.duration_s / in_steady  # mean start-to-start time of a steady step
+    span = pd.DataFrame({"ts_ns": [phases.warmup.start_ns], "dur_ns": [phases.warmup.end_ns - phases.warmup.start_ns]})
+    queued = float(_run_delay_ns(run, phases, span)[0]) / 1e9
+    return max(0.0, phases.warmup.duration_s - in_warm * cycle - queued)
 
 
 def _run_delay_ns(run: Run, phases: Phases, steps: pd.DataFrame) -> np.ndarray:
