@@ -25,6 +25,7 @@ from diag.store.importers import span, trace_run
 from diag.store.jsonl import RAW_DIR, read_raw
 from diag.store.run import Run, derived_table
 from diag.store.safe import int64, loads, read_bytes
+from diag.store.trace_stream import stream_trace
 
 # Kernel name -> category, first match wins. Order matters: an attention or
 # norm kernel may also say "cutlass" or "vectorized", an implicit-GEMM conv
@@ -122,16 +123,15 @@ def load_trace(path: str, follow: bool = True) -> dict[str, Any]:
     return data
 
 
-def _offset_ns(trace: dict[str, Any], events: list[dict[str, Any]], start_ns: int | None) -> int:
+def _offset_ns(trace: dict[str, Any], first_ts: int | None, start_ns: int | None) -> int:
+    """What to add to the trace's own times: its base time, else `start_ns` less its first event."""
     base = trace.get("baseTimeNanoseconds")
     if isinstance(base, (int, float)) and not isinstance(base, bool) and base > 0:
         if int64(base) is None:
             raise ValueError("baseTimeNanoseconds beyond int64")
         return int(base)
-    if start_ns is not None:
-        stamps = [ns for e in events if e.get("ph") == "X" and (ns := _ns(e.get("ts"))) is not None]
-        if stamps:
-            return int64(start_ns - min(stamps)) or 0
+    if start_ns is not None and first_ts is not None:
+        return int64(start_ns - first_ts) or 0
     return 0  # times stay relative to the trace's own origin
 
 
@@ -170,36 +170,45 @@ def parse_trace(trace: dict[str, Any], window: int = 0, start_ns: int | None = N
 
 def parse_events(raw_events: Any, trace: dict[str, Any], window: int = 0,
                  start_ns: int | None = None) -> KinetoTables:
-    """parse_trace over any iterable of events (a list, or a streaming reader's)."""
-    events = raw_events if isinstance(raw_events, list) else list(raw_events)
-    offset = _offset_ns(trace, [e for e in events if isinstance(e, dict)], start_ns)
+    """parse_trace over any iterable of events (a list, or diag/store/trace_stream.py's).
+
+    One pass, keeping only the fields diag uses: `trace` is read after the last event,
+    since a streamed trace's baseTimeNanoseconds comes after its traceEvents. Times are
+    gathered relative to the trace and shifted once at the end; a row whose shifted time
+    leaves int64 is skipped (counted), as is an event whose times are no numbers.
+    """
     out = KinetoTables()
     annotations: list[dict[str, Any]] = []
     engine_steps: list[dict[str, Any]] = []
     launches: dict[int, int] = {}
-    for e in events:
+    texts: dict[str, str] = {}  # one copy of each kernel name and grid: they repeat by the thousand
+    first_ts: int | None = None
+    for e in raw_events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         ts, dur_ns = _ns(e.get("ts")), _ns(e.get("dur", 0))
-        ts_ns = int64(offset + ts) if ts is not None else None
-        if ts_ns is None or dur_ns is None or int64(ts_ns + dur_ns) is None:
+        if ts is not None and (first_ts is None or ts < first_ts):
+            first_ts = ts
+        if ts is None or dur_ns is None or int64(ts + dur_ns) is None:
             out.skipped += 1
             continue
         cat = _str(e.get("cat", "")).lower()
         name = _str(e.get("name", ""))
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         if cat in KERNEL_CATS or cat in MEMCPY_CATS or cat in MEMSET_CATS:
+            name = texts.setdefault(name, name)
+            grid, block = _dims(args.get("grid")), _dims(args.get("block"))
             row: dict[str, Any] = {
-                "ts_ns": ts_ns, "dur_ns": dur_ns, "window": window,
+                "ts_ns": ts, "dur_ns": dur_ns, "window": window,
                 "device": _int(args.get("device", e.get("pid"))),
                 "stream": _int(args.get("stream", e.get("tid"))),
                 "name": name, "category": None, "kind": None, "copy_kind": None,
                 "src_mem": None, "dst_mem": None, "bytes": None,
-                "grid": _dims(args.get("grid")), "block": _dims(args.get("block")),
+                "grid": grid and texts.setdefault(grid, grid), "block": block and texts.setdefault(block, block),
                 "launch_ns": _int(args.get("correlation")),  # a correlation id until resolved below
             }
             if cat in KERNEL_CATS:
-                row["kind"], row["category"] = "kernel", kernel_category(name)
+                row["kind"], row["category"] = "kernel", _category(name, texts)
             elif cat in MEMCPY_CATS:
                 row["kind"] = row["category"] = "memcpy"
                 row["copy_kind"], row["src_mem"], row["dst_mem"] = memcpy_kinds(name)
@@ -212,7 +221,7 @@ def parse_events(raw_events: Any, trace: dict[str, Any], window: int = 0,
         if cat in LAUNCH_CATS:
             corr = int64(args.get("correlation"))
             if corr is not None:
-                launches[corr] = ts_ns
+                launches[corr] = ts
         if _OTHER_ACCEL_RE.match(cat):
             out.other_accelerator = out.other_accelerator or cat.split("_")[0].upper()
             continue
@@ -223,22 +232,49 @@ def parse_events(raw_events: Any, trace: dict[str, Any], window: int = 0,
             out.pid = pid
         step = _STEP_RE.match(name)
         if step:
-            out.steps.append(_step_row(ts_ns, dur_ns, pid, tid, "torch", _int(int(step.group(1)[:20]))))
+            out.steps.append(_step_row(ts, dur_ns, pid, tid, "torch", _int(int(step.group(1)[:20]))))
         elif cat == "user_annotation" and _ENGINE_STEP_RE.search(name):
-            engine_steps.append(_step_row(ts_ns, dur_ns, pid, tid, "engine", len(engine_steps)))
+            engine_steps.append(_step_row(ts, dur_ns, pid, tid, "engine", len(engine_steps)))
         elif cat == "user_annotation" or (cat in ("cpu_op", "operator") and _INPUT_RE.search(name)):
             kind = "request" if _REQUEST_RE.match(name) else "stage"
             annotations.append({
-                "ts_ns": ts_ns, "dur_ns": dur_ns, "pid": pid, "tid": tid,
+                "ts_ns": ts, "dur_ns": dur_ns, "pid": pid, "tid": tid,
                 "name": "dataloader" if kind == "stage" and "dataloader" in name.lower() else name,
                 "kind": kind, "source": "kineto", "domain": None, "depth": 0,
             })
-    if not out.steps:
-        out.steps = _outermost(engine_steps)
+    offset = _offset_ns(trace, first_ts, start_ns)
+    out.kernels = _shifted(out, out.kernels, offset)
+    out.steps = _shifted(out, out.steps, offset) or _outermost(_shifted(out, engine_steps, offset))
     for row in out.kernels:
-        row["launch_ns"] = launches.get(row["launch_ns"], -1) if row["launch_ns"] >= 0 else -1
-    out.ranges = nest_depths(annotations)
+        rel = launches.get(row["launch_ns"]) if row["launch_ns"] >= 0 else None
+        launch = int64(rel + offset) if rel is not None else None
+        row["launch_ns"] = -1 if launch is None else launch
+    out.ranges = nest_depths(_shifted(out, annotations, offset))
     return out
+
+
+def _category(name: str, cache: dict[str, str]) -> str:
+    """kernel_category, once per distinct name (the cache is shared with the texts)."""
+    key = "\0cat\0" + name
+    cat = cache.get(key)
+    if cat is None:
+        cat = cache[key] = kernel_category(name)
+    return cat
+
+
+def _shifted(out: KinetoTables, rows: list[dict[str, Any]], offset: int) -> list[dict[str, Any]]:
+    """Rows with `offset` added to ts_ns; those whose start or end leaves int64 dropped and counted."""
+    if not offset:
+        return rows
+    kept = []
+    for r in rows:
+        ts = int64(r["ts_ns"] + offset)
+        if ts is None or int64(ts + r["dur_ns"]) is None:
+            out.skipped += 1
+            continue
+        r["ts_ns"] = ts
+        kept.append(r)
+    return kept
 
 
 def _step_row(ts_ns: int, dur_ns: int, pid: int, tid: int, source: str, seq: int) -> dict[str, Any]:
@@ -296,11 +332,12 @@ def kernels_of_run(run_dir: str) -> list[dict[str, Any]]:
     for path in sorted(glob.glob(os.path.join(run_dir, RAW_DIR, "kineto", "*.json"))):
         m = _WINDOW_FILE_RE.search(os.path.basename(path))
         window, pid = (int(m.group(1)), int(m.group(2))) if m else (0, -1)
+        top: dict[str, Any] = {}
         try:
-            trace = load_trace(path, follow=False)
+            parsed = parse_events(stream_trace(path, top, follow=False), top, window, starts.get((window, pid)))
         except ValueError:
             continue
-        for row in parse_trace(trace, window, starts.get((window, pid))).kernels:
+        for row in parsed.kernels:
             row["pid"] = pid
             rows.append(row)
     return rows
@@ -311,13 +348,14 @@ def read_kineto(path: str) -> Run:
     (`ProfilerStep#N`, else engine step ranges), ranges from `user_annotation` and input
     spans; DiagError if it is no such trace.
 
+    The events are streamed (diag/store/trace_stream.py): memory stays near the rows kept.
     The one window spans the GPU activity (first GPU event to the last end), not the
     host's annotations around it: a CPU range that opens long before the first kernel
     would count as GPU idle time. `distributedInfo` gives the rank (manifest `distributed`).
     """
+    trace: dict[str, Any] = {}  # the top-level fields, filled as the events stream by
     try:
-        trace = load_trace(path)
-        parsed = parse_trace(trace)
+        parsed = parse_events(stream_trace(path, trace), trace)
     except ValueError as exc:
         raise DiagError(f"{path}: not a readable trace JSON ({(str(exc).splitlines() or [''])[0][:120]})") from None
     return trace_to_run(path, trace, parsed)
