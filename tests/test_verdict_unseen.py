@@ -8,8 +8,8 @@ frames, waiting for the GPU outside the model, close scores, and a busy host.
 from __future__ import annotations
 
 import numpy as np
-
 from analysis_fixtures import STARTUP_S, RunBuilder, _loop, ns
+
 from diag.analysis.metrics import compute_metrics
 from diag.engine import diagnose
 from diag.engine.policy import builtin_policy
@@ -144,3 +144,13 @@ def test_waits_for_a_core_leave_the_thread_shares(tmp_path):
     d = diagnose(b.write())
     assert abs(d.metrics["steady.inside_model_share"] - 1 / 3) < 0.05  # 25% of the 75% not queued
     assert d.primary == "io_bound" and d.margin >= 0.2, d.scores
+
+
+def test_views_show_runner_up_and_margin(tmp_path):
+    from diag.report.data import _verdict
+    from diag.views.margin import margin_text
+
+    d = diagnose(_pillow(str(tmp_path)).write())
+    text = margin_text(d)
+    assert text.startswith(f"runner-up {d.runner_up}") and f"margin {d.margin:.2f}" in text
+    assert _verdict(d)["margin"] == text

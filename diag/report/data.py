@@ -25,6 +25,7 @@ from diag.report.load_section import load_data
 from diag.store.run import Run
 from diag.views import ranks as ranks_view
 from diag.views import serving as serving_view
+from diag.views.margin import margin_text
 from diag.views.units import format_value
 
 TIMELINE_POINTS = 2000
@@ -103,7 +104,7 @@ def _verdict(diagnosis: Diagnosis) -> dict[str, Any]:
         return {"label": None, "text": f"No verdict: {diagnosis.no_verdict_reason()}", "lead": lead}
     meaning = LABEL_MEANING.get(primary, "")
     return {"label": primary, "text": meaning[:1].upper() + meaning[1:] + ".", "lead": lead,
-            "score": round(float(diagnosis.scores.get(primary, 0.0)), 3)}
+            "score": round(float(diagnosis.scores.get(primary, 0.0)), 3), "margin": margin_text(diagnosis)}
 
 
 def _scores(diagnosis: Diagnosis) -> list[dict[str, Any]]:

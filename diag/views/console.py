@@ -18,6 +18,7 @@ from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
 from diag.views import load as load_view
 from diag.views import ranks as ranks_view
 from diag.views import serving
+from diag.views.margin import margin_text
 from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
 from diag.views.units import format_value
 
@@ -42,6 +43,8 @@ def _verdict(d: Diagnosis) -> Text:
         head += Text(d.primary, style="bold magenta")
         score = d.scores.get(d.primary, 0)
         head += Text(f"  (score {score:.2f}{', weak evidence' if score < WEAK_SCORE else ''})", style="dim")
+        if margin_text(d):
+            head += Text(f"\n{margin_text(d)}", style="dim")
     else:
         head += Text("none", style="bold yellow") + Text(f"  ({d.no_verdict_reason()})", style="dim")
     cmd = " ".join(str(c) for c in run.get("command") or [])

@@ -17,6 +17,7 @@ from diag.tui.views.base import View
 from diag.tui.widgets.phase_bar import PhaseBar
 from diag.tui.widgets.score_bars import ScoreBars
 from diag.views import ranks as ranks_view
+from diag.views.margin import margin_text
 from diag.views.units import format_value
 
 MAX_METRICS = 12
@@ -68,6 +69,8 @@ class OverviewView(View):
         d = data.diagnosis
         if d.primary:
             verdict = f"{d.primary}  —  {LABEL_MEANING.get(d.primary, '')}"
+            if margin_text(d):
+                verdict += f"\n{margin_text(d)}"
         else:
             verdict = "No verdict  —  " + d.no_verdict_reason()
         banner = self.query_one("#verdict", Static)
