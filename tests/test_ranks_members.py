@@ -116,3 +116,23 @@ def test_two_traces_of_one_rank_are_refused(tmp_path: Path) -> None:
 def test_an_empty_directory_is_still_no_run(tmp_path: Path) -> None:
     with pytest.raises(DiagError, match="not a diag run"):
         open_any(str(tmp_path))
+
+
+def test_tui_overview_shows_the_rank_table(traced: Diagnosis) -> None:
+    import asyncio
+
+    from textual.widgets import Static
+    from tui_support import wait_loaded
+
+    from diag.tui import make_app
+    from diag.tui.source import RunSource
+
+    async def shown() -> str:
+        app = make_app(RunSource(open_any(str(TRACES)), traced))
+        app.animation_level = "none"
+        async with app.run_test(size=(140, 50)) as pilot:
+            await wait_loaded(pilot)
+            return "\n".join(str(s.render()) for s in app.query(Static))
+
+    text = asyncio.run(shown())
+    assert "Ranks" in text and "slowest rank 1" in text and "communication_bound" in text
