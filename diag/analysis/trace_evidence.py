@@ -160,6 +160,8 @@ def decline_reason(run: Run, metrics: dict[str, float | None]) -> str:
         return (f"the trace holds {n:.0f} GPU kernels ({ms:.2f} ms of GPU work): too few to judge; "
                 "profile several whole steps")
     busy = metrics.get("steady.gpu_busy")
+    if busy is not None:  # copies keep the GPU (its copy engines) busy too: a copy-filled trace is judged
+        busy += metrics.get("steady.memcpy_exposed_share") or 0.0
     if metrics.get("trace.kernel_evidence_only") and busy is not None and busy < IDLE_DECLINE:
         return (f"the trace has no steps and the GPU is idle {1 - busy:.0%} of its active span: with no step "
                 "to frame it, the trace cannot say whether the host, setup or a pause held the GPU; "
