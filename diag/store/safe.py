@@ -59,7 +59,7 @@ def max_gzip_ratio() -> float:
     return env_number("DIAG_MAX_GZIP_RATIO", DEFAULT_GZIP_RATIO)
 
 
-def _too_big(path: str, limit: int, what: str = "file") -> DiagError:
+def too_big(path: str, limit: int, what: str = "file") -> DiagError:
     return DiagError(f"{path}: {what} larger than {limit} bytes (raise DIAG_MAX_TRACE_BYTES to read it)")
 
 
@@ -97,10 +97,10 @@ def read_bytes(path: str, limit: int | None = None, follow: bool = True) -> byte
         if head == b"\x1f\x8b":
             return _gunzip(path, f, limit)
         if os.fstat(f.fileno()).st_size > limit:
-            raise _too_big(path, limit)
+            raise too_big(path, limit)
         data = f.read(limit + 1)  # the size may have grown since fstat
     if len(data) > limit:
-        raise _too_big(path, limit)
+        raise too_big(path, limit)
     return data
 
 
@@ -122,7 +122,7 @@ def _gunzip(path: str, f: Any, limit: int) -> bytearray:
                 if cap < limit:
                     raise DiagError(f"{path}: decompresses to over {max_gzip_ratio():g}x its size: refused "
                                     f"as a gzip bomb (raise DIAG_MAX_GZIP_RATIO to read it)")
-                raise _too_big(path, limit, "decompressed file")
+                raise too_big(path, limit, "decompressed file")
     except zlib.error as exc:
         raise DiagError(f"{path}: corrupt gzip ({exc})") from None
     return out  # not bytes(out): no second copy of a large trace
@@ -139,10 +139,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# The number rules of every JSON diag reads (NaN, Infinity and 1e400 refused), for json.loads
+# and json.JSONDecoder alike.
+NUMBER_RULES: dict[str, Any] = {"parse_constant": _reject_constant, "parse_float": _finite_float}
+
+
 def loads(data: bytes | bytearray | str) -> Any:
     """json.loads with finite numbers only; ValueError for anything else wrong, nesting included."""
     try:
-        return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+        return json.loads(data, **NUMBER_RULES)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
@@ -177,12 +182,12 @@ def iter_lines(path: str, follow: bool = False) -> Iterator[bytes]:
                 return
             total += len(line)
             if total > limit:
-                raise _too_big(path, limit)
+                raise too_big(path, limit)
             if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
                 while (rest := f.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                     total += len(rest)
                     if total > limit:
-                        raise _too_big(path, limit)
+                        raise too_big(path, limit)
                 line = b""
             yield line
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 import os
 import re
 import zlib
@@ -23,7 +22,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from diag.errors import DiagError
-from diag.store.safe import CHUNK, GZIP_FLOOR, max_gzip_ratio, max_trace_bytes, open_regular
+from diag.store.safe import (
+    CHUNK,
+    GZIP_FLOOR,
+    NUMBER_RULES,
+    max_gzip_ratio,
+    max_trace_bytes,
+    open_regular,
+    too_big,
+)
 
 MAX_EVENT_CHARS = 64 << 20  # one event (or top-level value) larger than this is refused
 # After a decoded value, this many characters must follow in the buffer (or the file
@@ -32,23 +39,7 @@ _MARGIN = 64
 _WS = re.compile(r"[ \t\n\r]*")
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number diag accepts")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} out of range")
-    return value
-
-
-# The same number rules as safe.loads.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-
-
-def _too_big(path: str, limit: int, what: str = "file") -> DiagError:
-    return DiagError(f"{path}: {what} larger than {limit} bytes (raise DIAG_MAX_TRACE_BYTES to read it)")
+_DECODER = json.JSONDecoder(**NUMBER_RULES)  # the same number rules as safe.loads
 
 
 def _chunks(path: str, follow: bool) -> Iterator[bytes]:
@@ -60,12 +51,12 @@ def _chunks(path: str, follow: bool) -> Iterator[bytes]:
         f.seek(0)
         if head != b"\x1f\x8b":
             if size > limit:
-                raise _too_big(path, limit)
+                raise too_big(path, limit)
             total = 0
             while chunk := f.read(CHUNK):
                 total += len(chunk)
                 if total > limit:  # the file may have grown since fstat
-                    raise _too_big(path, limit)
+                    raise too_big(path, limit)
                 yield chunk
             return
         cap = min(limit, max(GZIP_FLOOR, int(max(1, size) * max_gzip_ratio())))
@@ -84,7 +75,7 @@ def _chunks(path: str, follow: bool) -> Iterator[bytes]:
                     if cap < limit:
                         raise DiagError(f"{path}: decompresses to over {max_gzip_ratio():g}x its size: refused "
                                         f"as a gzip bomb (raise DIAG_MAX_GZIP_RATIO to read it)")
-                    raise _too_big(path, limit, "decompressed file")
+                    raise too_big(path, limit, "decompressed file")
                 if out:
                     yield out
         except zlib.error as exc:
