@@ -113,7 +113,8 @@ def test_close_scores_are_decided_by_evidence_and_the_margin_is_reported():
 def test_json_carries_runner_up_and_margin(tmp_path):
     d = diagnose(_pillow(str(tmp_path)).write())
     j = d.to_json()
-    assert j["runner_up"] and j["margin"] == d.margin and "tie_break" in j
+    assert "runner_up" in j and j["margin"] == d.margin and "tie_break" in j
+    assert d.runner_up is None or d.scores[d.runner_up] > 0  # a label without evidence is no runner-up
 
 
 def test_a_busy_host_keeps_the_verdict_and_is_named(tmp_path):
@@ -152,5 +153,6 @@ def test_views_show_runner_up_and_margin(tmp_path):
 
     d = diagnose(_pillow(str(tmp_path)).write())
     text = margin_text(d)
-    assert text.startswith(f"runner-up {d.runner_up}") and f"margin {d.margin:.2f}" in text
-    assert _verdict(d)["margin"] == text
+    assert f"margin {d.margin:.2f}" in text and _verdict(d)["margin"] == text
+    d.runner_up, d.scores["compute_bound"] = "compute_bound", 0.3
+    assert margin_text(d).startswith("runner-up compute_bound 0.30, margin")

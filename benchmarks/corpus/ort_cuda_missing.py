@@ -6,7 +6,6 @@ from __future__ import annotations
 def build_model() -> bytes:
     """A small MLP scorer as ONNX (onnx.helper), random weights."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)

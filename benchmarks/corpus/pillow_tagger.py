@@ -16,7 +16,7 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     photos = []
-    for i in range(16):  # camera-sized photos, kept as JPEG bytes (as an upload or a blob store gives them)
+    for _ in range(16):  # camera-sized photos, kept as JPEG bytes (as an upload or a blob store gives them)
         base = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
         img = Image.fromarray(base).resize((960, 720), Image.BILINEAR)
         out = io.BytesIO()

@@ -9,9 +9,9 @@ compressed on-disk cache, load it back from there, and warm up every
 from __future__ import annotations
 
 import io
-import zlib
 import os
 import tempfile
+import zlib
 
 
 def main() -> None:

@@ -128,27 +128,33 @@ def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
     return out
 
 
-SETUP_PAUSE_CYCLES = 10  # a pause between steps this many steady step cycles long...
+SETUP_PAUSE_GAPS = 10  # a pause between steps this many steady gaps long...
 SETUP_PAUSE_MIN_S = 0.1  # ...and at least this long is set-up work between warm-up steps
 
 
 def after_setup_pauses(ts: np.ndarray, dur: np.ndarray) -> int:
-    """Index of the first step after the last set-up pause in the first half of the steps (0: none).
+    """Index of the first step after the last set-up pause (0: none).
 
     Work between warm-up steps (compiling, serializing, writing and reading back a
     cache, per input bucket) is warm-up even where each step's latency has already
-    settled: a pause between two of the first half's steps longer than
-    SETUP_PAUSE_CYCLES steady step cycles (start to start, median of the second
-    half) and SETUP_PAUSE_MIN_S ends the warm-up no earlier than the step after it.
+    settled. A set-up pause is a time between two steps (outside them) at least
+    SETUP_PAUSE_GAPS times the median such time of the last quarter of the steps
+    and at least SETUP_PAUSE_MIN_S, that does not recur in that last quarter (a
+    pause that recurs, as between bursts of requests, is the program's rhythm). At
+    least MIN_FOR_WARMUP // 2 steps must follow it.
     """
     n = len(ts)
     if n < MIN_FOR_WARMUP:
         return 0
-    cycle = np.diff(ts).astype(float)
-    steady_cycle = float(np.median(cycle[n // 2:])) if len(cycle[n // 2:]) else 0.0
     gap = (ts[1:] - (ts[:-1] + dur[:-1])).astype(float)
-    long = np.flatnonzero((gap >= max(SETUP_PAUSE_CYCLES * steady_cycle, SETUP_PAUSE_MIN_S * 1e9))[: n // 2])
-    return int(long[-1]) + 1 if len(long) else 0
+    tail = gap[-max(2, len(gap) // 4):]
+    thr = max(SETUP_PAUSE_GAPS * float(np.median(np.clip(tail, 0, None))), SETUP_PAUSE_MIN_S * 1e9)
+    if (tail >= thr).any():
+        return 0
+    long = np.flatnonzero(gap >= thr)
+    if not len(long) or n - (int(long[-1]) + 1) < MIN_FOR_WARMUP // 2:
+        return 0
+    return int(long[-1]) + 1
 
 
 def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: np.ndarray,

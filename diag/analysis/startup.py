@@ -32,12 +32,12 @@ METRICS = [
     Metric("startup.first_step_s", "s", "Duration of the first step."),
     Metric("startup.other_s", "s", "Startup not explained by imports, model loading, the first step or diag itself."),
     Metric("startup.diag_s", "s", "Time diag itself took during startup (the profiler's one-time CUPTI init for kernel windows); left out of the excess."),
-    Metric("startup.baseline_s", "s", "Startup every program of this kind pays: with a GPU max(4 s, measured import + 1.5 s CUDA init); without, the measured import + 0.3 s (2 s if not measured)."),
+    Metric("startup.baseline_s", "s", "Startup every program pays: GPU max(4 s, import + 1.5 s CUDA init); CPU import + 0.3 s (2 s unmeasured); less waits for a core."),
     Metric("startup.excess_s", "s", "Startup beyond the baseline."),
     Metric("warmup.duration_s", "s", "Length of the warm-up phase (steps until latency settles)."),
     Metric("warmup.steps", "count", "Steps in the warm-up phase."),
     Metric("warmup.excess_s", "s", "Warm-up beyond the steady step cycle: slow warm-up steps, pre-warm calls and set-up work between them (less run-queue delay)."),
-    Metric("coldstart.share", "ratio", "(startup excess + warm-up excess) / the run's duration less diag's own startup time: the one-time cost share."),
+    Metric("coldstart.share", "ratio", "(startup + warm-up excess) / run duration, all less diag's startup and the stepping thread's waits for a core."),
     Metric("coldstart.excess_s", "s", "Startup excess + warm-up excess, seconds."),
 ]
 
@@ -69,14 +69,20 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
         first = float(steps["dur_ns"].iloc[0]) / 1e9  # tables are sorted by ts_ns
         out["startup.first_step_s"] = first
     out["startup.other_s"] = max(0.0, startup - imp - load - first - diag_s)
+    # A busy host stretches start-up, the import and the run alike: the one-time cost is judged
+    # on the time the stepping thread was not queued for a core (schedstat run delay; 0 without it).
+    imports = before[before["kind"] == "import"] if not ev.empty else ev
+    q_imp = float(_run_delay_ns(run, phases, imports[["ts_ns", "dur_ns"]]).sum()) / 1e9 if len(imports) else 0.0
+    q_start = _queued_s(run, phases, run.start_ns, end)
+    imp_run, startup_run = max(0.0, imp - q_imp), max(0.0, startup - q_start)
     # a slow filesystem makes every import slow: a measured import raises the baseline
     if device == "cuda":
-        base = max(BASELINE_GPU_S, imp + CUDA_INIT_S)
+        base = max(BASELINE_GPU_S, imp_run + CUDA_INIT_S)
     else:
-        base = imp + CPU_ALLOWANCE_S if imp > 0 else BASELINE_CPU_S
-    baseline = min(startup, base)
+        base = imp_run + CPU_ALLOWANCE_S if imp > 0 else BASELINE_CPU_S
+    baseline = min(startup_run, base)
     out["startup.baseline_s"] = baseline
-    excess = max(0.0, startup - diag_s - baseline)
+    excess = max(0.0, startup_run - diag_s - baseline)
     out["startup.excess_s"] = excess
 
     warm_excess = 0.0
@@ -115,7 +121,8 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
         out["warmup.steps"] = 0.0
     out["warmup.excess_s"] = warm_excess
     out["coldstart.excess_s"] = excess + warm_excess
-    own_s = out.get("startup.diag_s") or 0.0  # the program's own time excludes diag's
+    # the program's own time excludes diag's, and the waits for a core
+    own_s = (out.get("startup.diag_s") or 0.0) + _queued_s(run, phases, run.start_ns, run.end_ns)
     out["coldstart.share"] = (excess + warm_excess) / (duration - own_s) if duration - own_s > 0 else None
     return out
 
@@ -132,10 +139,21 @@ def _warmup_beyond_cycles(run: Run, phases: Phases, steps: pd.DataFrame) -> floa
     in_warm = int(((ts >= phases.warmup.start_ns) & (ts < phases.warmup.end_ns)).sum())
     if in_steady < 2:
         return 0.0
-    cycle = phases.steady.duration_s / in_steady  # mean start-to-start time of a steady step
-    span = pd.DataFrame({"ts_ns": [phases.warmup.start_ns], "dur_ns": [phases.warmup.end_ns - phases.warmup.start_ns]})
-    queued = float(_run_delay_ns(run, phases, span)[0]) / 1e9
-    return max(0.0, phases.warmup.duration_s - in_warm * cycle - queued)
+    # both sides less the stepping thread's waits for a core (they warm nothing up, and a busy
+    # host stretches the steady cycle too)
+    spans = pd.DataFrame({"ts_ns": [phases.warmup.start_ns, phases.steady.start_ns],
+                          "dur_ns": [phases.warmup.end_ns - phases.warmup.start_ns,
+                                     phases.steady.end_ns - phases.steady.start_ns]})
+    q_warm, q_steady = (float(v) / 1e9 for v in _run_delay_ns(run, phases, spans))
+    cycle = max(0.0, phases.steady.duration_s - q_steady) / in_steady  # mean start-to-start of a steady step
+    return max(0.0, phases.warmup.duration_s - q_warm - in_warm * cycle)
+
+
+def _queued_s(run: Run, phases: Phases, a: int, b: int) -> float:
+    """Seconds the stepping thread waited for a core between a and b (0 without schedstat)."""
+    if b <= a:
+        return 0.0
+    return float(_run_delay_ns(run, phases, pd.DataFrame({"ts_ns": [a], "dur_ns": [b - a]}))[0]) / 1e9
 
 
 def _run_delay_ns(run: Run, phases: Phases, steps: pd.DataFrame) -> np.ndarray:

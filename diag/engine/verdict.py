@@ -37,4 +37,5 @@ def decide(scores: dict[str, float], metrics: dict[str, float | None], policy: P
             if t.prefer == second:
                 best, second = second, best
             why = f"{best} over {second}: {t.why}"
-    return Verdict(best, second, round(scores[best] - scores.get(second, 0.0), 3), why)
+    runner = second if scores.get(second, 0.0) > 0 else None  # no label but the winner has evidence
+    return Verdict(best, runner, round(scores[best] - scores.get(second, 0.0), 3), why)
