@@ -91,15 +91,15 @@ def test_a_symlink_planted_at_the_next_default_name_is_not_followed(tmp_path: Pa
 
 
 def test_an_explicit_empty_out_is_claimed_by_one_run_only(tmp_path: Path) -> None:
-    from diag.collect.profile import _claim
+    from diag.collect.profile import claim_run_dir
     from diag.errors import DiagError
 
     out = str(tmp_path / "run")
     os.mkdir(out)
     first, second = prepare_run_dir(out), prepare_run_dir(out)  # both see an empty directory
-    _claim(first, out, {"schema": "diag.run/1"})
+    claim_run_dir(first, out, {"schema": "diag.run/1"})
     with pytest.raises(DiagError, match="another run"):
-        _claim(second, out, {"schema": "diag.run/1"})
+        claim_run_dir(second, out, {"schema": "diag.run/1"})
     assert os.listdir(out) == ["run.json"]
 
 

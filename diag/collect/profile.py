@@ -142,7 +142,7 @@ def prepare_run_dir(out: str, unique: bool = False) -> str:
     raise DiagError(f"--out {out}: no free name (tried {out}-2 to -999)")
 
 
-def _claim(run_dir: str, out: str, manifest: dict[str, Any]) -> None:
+def claim_run_dir(run_dir: str, out: str, manifest: dict[str, Any]) -> None:
     """The first run.json, created exclusively: a second diag on the same directory is refused."""
     try:
         write_manifest(run_dir, manifest, new=True)
@@ -247,7 +247,7 @@ def record(cmd: list[str], opts: ProfileOptions, companion: Companion | None = N
     }
     if companion is not None:  # the load's words may hold a secret header: its redacted settings only
         manifest["options"]["load"] = companion.public()
-    _claim(run_dir, out, manifest)
+    claim_run_dir(run_dir, out, manifest)
 
     launcher.block_signals()
     try:

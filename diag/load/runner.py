@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.collect.manifest import host_info, versions
-from diag.collect.profile import prepare_run_dir
+from diag.collect.profile import claim_run_dir, prepare_run_dir
 from diag.collect.redact import redact_argv
-from diag.errors import DiagError
 from diag.load import sweep as sweeps
 from diag.load.client import LoadClient, Progress
 from diag.load.slo import check_all
@@ -51,15 +50,6 @@ def default_out(spec: LoadSpec) -> str:
     return os.path.join("diag-runs", f"{time.strftime('%Y%m%d-%H%M%S')}-load-{host}")
 
 
-def _claim(run_dir: str, out: str, manifest: dict[str, Any]) -> None:
-    try:
-        write_manifest(run_dir, manifest, new=True)
-    except FileExistsError:
-        raise DiagError(f"--out {out}: directory is not empty (another run is using it)") from None
-    except OSError as exc:
-        raise DiagError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
-
-
 def run_load(spec: LoadSpec, out: str | None = None,
              on_tick: Callable[[Progress], None] | None = None) -> LoadResult:
     """Drive the load `spec` describes, store it in a new run directory, return the result.
@@ -75,7 +65,7 @@ def run_load(spec: LoadSpec, out: str | None = None,
         "start_ns": time.time_ns(), "end_ns": None, "duration_s": None, "exit_code": None, "partial": True,
         "host": host_info(), "gpu": {}, "versions": versions(),
         "collectors": {"load": {"status": "running"}}, "options": {"load": spec.public()}}
-    _claim(run_dir, out or run_dir, manifest)
+    claim_run_dir(run_dir, out or run_dir, manifest)
     requests = JsonlWriter(run_dir, "load_requests", flush_rows=1024)
     rows: list[dict[str, Any]] = []
     measured: list[tuple[int, float]] = []  # (step, measured seconds) of each step run
