@@ -28,9 +28,41 @@ k times faster).
 
 A label's score is the highest score of its rules that fired, multiplied by
 the share of the run that is not one-time startup cost (for every label but
-`cold_start`). The primary label is the best-scoring one; ties go to the more
-specific explanation. A rule that needs a metric the run did not record does
+`cold_start`). The primary label is the best-scoring one; where the two best
+are closer than `ties.close_margin`, evidence that separates them decides
+(the policy's tie-breakers, below), else the more specific explanation. The
+Diagnosis reports the runner-up and the margin (winner minus runner-up), and
+every view shows them. A rule that needs a metric the run did not record does
 not fire.
+
+## Principles the metrics follow
+
+These hold for every rule (issue 12: programs nobody wrote for diag):
+
+- **Set-up between warm-up steps is warm-up.** Compiling, serializing, writing
+  and reading back a cache between warm-up calls is one-time cost even where
+  each step is already fast: a long pause between steps that does not recur
+  in the last quarter of the steps ends the warm-up no earlier than after it,
+  and all of the warm-up beyond its steps' count times the steady step cycle
+  counts toward `coldstart.share`.
+- **A thread on the CPU is not waiting.** A stack sample in a read frame
+  counts toward `steady.io_wait_share` only where the thread was off the CPU
+  (the sampler's idle flag, and at most the thread's measured off-CPU time): a
+  decoder reading from an in-memory file object (Pillow, gzip) is working.
+- **Waiting for the GPU is GPU time.** Time in a synchronizing call or a
+  blocking copy is never work outside the model, wherever it sits; and with
+  the GPU busy, host time outside the model (a wait the hooks cannot see,
+  such as `bool()` of a CUDA tensor in `generate()`) backs no host label.
+- **Waiting for a CPU is neither compute nor I/O.** Time the stepping thread
+  sat runnable but queued for a core (schedstat) is taken out of every share
+  of its time (inside the model, busy or waiting outside it), of start-up and
+  of warm-up; a wait longer than the time the thread was blocked by schedstat
+  counts as wanting a core. Other processes holding the cores
+  (`steady.other_cpu_cores`) is a finding without a label
+  (`host.cpu_contention`); only the program's own threads oversubscribing the
+  cores back `cpu_bound`. The same program gets the same verdict on a busy host.
+- **Close scores are decided by evidence, never by reshaping scores**: thread
+  on or off the CPU, GPU busy, the share of the run spent starting up.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
