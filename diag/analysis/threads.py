@@ -131,9 +131,15 @@ def threads(ctx: Context) -> list[ThreadInfo]:
             mine = st[(st["pid"].to_numpy() == pid) & (st["tid"].to_numpy() == tid)]
             if not mine.empty:
                 running = mine[~as_bool(mine["idle"])]
-                stacks = [s for s in running["stack"] if isinstance(s, str) and not _SELECTOR.search(s.rpartition(";")[2])]
-                n = len(stacks)
-                own = Counter(f for f in (own_frame(s) for s in stacks) if f)
+                # count each distinct stack once: samples repeat a few hundred stacks thousands of times
+                counts = Counter(s for s in running["stack"] if isinstance(s, str))
+                working = {s: c for s, c in counts.items() if not _SELECTOR.search(s.rpartition(";")[2])}
+                n = sum(working.values())
+                own: Counter[str] = Counter()
+                for s, c in working.items():
+                    f = own_frame(s)
+                    if f:
+                        own[f] += c
                 if own:
                     (frame, k), = own.most_common(1)
                     share = k / n
