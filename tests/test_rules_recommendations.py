@@ -128,6 +128,9 @@ CASES = [
                                       load__client_p99_ms=1660.0, load__server_p99_ms=61.0, load__gap_p99_ms=1600.0,
                                       load__offered_per_s=30.0, load__achieved_per_s=20.0),
      {"load__pre_handler_share": 0.1}, "--limit-concurrency"),
+    ("host.cpu_contention", dict(CPU, steady__step_thread_runq_share=0.4, steady__other_cpu_cores=1.5,
+                                 steady__cpu_cores=2, steady__process_cpu_cores=1, steady__system_cpu_share=1.0),
+     {"steady__other_cpu_cores": 0.1}, "taskset"),
 ]
 
 
