@@ -109,11 +109,11 @@ def compute(ctx: Context) -> dict[str, float | None]:
     busy = st["active"] if st else None
     if cpu is not None:
         # CPU time the model, copies and syncs cannot account for was spent outside: a floor.
-        # And no more than the thread's CPU time (plus its time queued for a core: a runnable
-        # thread is not blocked) can have been busy: a non-idle stack sample may be blocked in
-        # a C call (a builtin read, sleep, the GIL).
+        # And no more than the thread's CPU time can have been busy: a non-idle stack sample
+        # may be blocked in a C call (a builtin read, sleep, the GIL). Time queued for a core
+        # comes back below, where the wait exceeds what schedstat says was blocked.
         floor = max(0.0, cpu - inside - waits)
-        busy = floor if busy is None else min(max(busy, floor), cpu + rq)
+        busy = floor if busy is None else min(max(busy, floor), cpu)
     if busy is not None:
         busy = min(busy, max(0.0, outside_share - waits))
         wait = max(0.0, outside_share - waits - busy)
