@@ -182,5 +182,6 @@ def test_cpu_starved_stepping_thread_is_not_blocked_on_io(tmp_path):
     b.host(1600)
     d = diagnose(b.write())
     assert d.metrics["steady.step_thread_runq_share"] == pytest.approx(0.55, abs=0.02)
-    assert d.metrics["steady.blocked_outside_share"] < 0.1
+    # schedstat: blocked 10% of the wall time, 22% of the time not queued (shares leave the queue out)
+    assert d.metrics["steady.blocked_outside_share"] < 0.25
     assert d.primary == "cpu_bound", d.scores

@@ -9,6 +9,7 @@ from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import as_bool, complete
 from diag.analysis.context import Context, mean_or_none, num, ratio
+from diag.analysis.shares import thread_run_delay
 from diag.analysis.stacks import io_frames
 
 METRICS = [
@@ -24,7 +25,7 @@ METRICS = [
     Metric("steady.iowait_share", "ratio", "Block-I/O wait of the process tree per second (psutil iowait; may exceed 1 with several processes)."),
     Metric("steady.system_iowait_share", "ratio", "Whole-machine I/O wait share."),
     Metric("steady.helper_threads_busy", "cores", "Python threads of the stepping process other than the stepping thread, running (stack samples; OpenMP threads have no Python stack, so their spinning is not counted)."),
-    Metric("steady.worker_blocked_share", "ratio", "Share of other processes' running stack time spent off CPU (blocked in a builtin read or other C call): stack samples vs psutil CPU."),
+    Metric("steady.worker_blocked_share", "ratio", "Share of other processes' running stack time off CPU and not queued for a core: stack samples vs psutil CPU and run delay."),
     Metric("steady.worker_io_share", "ratio", "Share of other processes' stack samples waiting in file or socket reads (input workers)."),
 ]
 
@@ -120,5 +121,16 @@ def _workers_blocked(ctx: Context, pids: np.ndarray, dur: np.ndarray, running: n
     known = stack_s[stack_s.index.isin(cpu_s.index)]
     if known.sum() <= 0:
         return
-    blocked = (known - cpu_s.reindex(known.index).fillna(0.0)).clip(lower=0.0)
+    # a worker queued for a core (another process holds it) is not blocked either
+    queued = pd.Series({p: _queued_s(ctx, int(p)) for p in known.index})
+    blocked = (known - cpu_s.reindex(known.index).fillna(0.0) - queued).clip(lower=0.0)
     out["steady.worker_blocked_share"] = float(blocked.sum() / known.sum())
+
+
+def _queued_s(ctx: Context, pid: int) -> float:
+    """Seconds the threads of one process waited for a core over the window (schedstat; 0 unknown)."""
+    th = complete(ctx.run, "threads")
+    if th.empty or "run_delay_s" not in th.columns:
+        return 0.0
+    tids = th.loc[th["pid"] == pid, "tid"].unique()
+    return sum((thread_run_delay(ctx, pid, int(t)) or 0.0) for t in tids) * ctx.seconds
