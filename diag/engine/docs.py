@@ -59,8 +59,10 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   of warm-up; a wait longer than the time the thread was blocked by schedstat
   counts as wanting a core. Other processes holding the cores
   (`steady.other_cpu_cores`) is a finding without a label
-  (`host.cpu_contention`); only the program's own threads oversubscribing the
-  cores back `cpu_bound`. The same program gets the same verdict on a busy host.
+  (`host.cpu_contention`); in a batch program only its own threads
+  oversubscribing the cores back `cpu_bound` (a server shares its cores with
+  the load it serves: `cpu.oversubscribed` still speaks there). The same
+  program gets the same verdict on a busy host.
 - **Close scores are decided by evidence, never by reshaping scores**: thread
   on or off the CPU, GPU busy, the share of the run spent starting up.
 
