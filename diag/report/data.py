@@ -101,7 +101,7 @@ def _verdict(diagnosis: Diagnosis) -> dict[str, Any]:
     top = sorted(diagnosis.findings, key=lambda f: severity_rank(f.severity), reverse=True)
     lead = next((f.title for f in top if f.label == primary), top[0].title if top else "")
     if primary is None:  # the engine's own finding says why (too little evidence, or an idle program)
-        return {"label": None, "text": f"No verdict: {diagnosis.no_verdict_reason()}", "lead": lead}
+        return {"label": None, "text": f"No verdict: {diagnosis.no_verdict_reason()}", "lead": lead, "margin": ""}
     meaning = LABEL_MEANING.get(primary, "")
     return {"label": primary, "text": meaning[:1].upper() + meaning[1:] + ".", "lead": lead,
             "score": round(float(diagnosis.scores.get(primary, 0.0)), 3), "margin": margin_text(diagnosis)}
