@@ -110,8 +110,9 @@ def test_duration_stops_gracefully_and_keeps_data(tmp_path: Path) -> None:
             "except KeyboardInterrupt:\n"
             "    print('stopped cleanly')\n")
     t0 = time.monotonic()
-    r = diag("profile", "--out", str(tmp_path / "run"), "--duration", "1.5", *FAST, "--", *py(code))
-    assert time.monotonic() - t0 < 20
+    # 3 s: the target must reach its try block before the SIGINT, even on a loaded 2-core box
+    r = diag("profile", "--out", str(tmp_path / "run"), "--duration", "3", *FAST, "--", *py(code))
+    assert time.monotonic() - t0 < 25
     assert r.returncode == 0 and b"stopped cleanly" in r.stdout
     run = open_run(str(tmp_path / "run"))
     assert run.manifest["stopped_by_duration"] is True
