@@ -6,6 +6,9 @@ Environment:
                  in the async handler) | read (16 MB uncached read per request) | inline (model
                  called in the handler, no batcher)
   SERVE_MODEL    small (default) | large (the overloaded variant's ~30 requests/s)
+  SERVE_SERVICE_MS  each model call lasts at least this long (padded with a sleep): a known service
+                 time, so a known capacity (SERVE_MAX_BATCH * 1000 / SERVE_SERVICE_MS requests/s)
+  SERVE_MAX_BATCH the batcher's limit (default 16)
   SERVE_ANNOTATE 1: wrap the handler in diag.request() and its parts in diag.stage()
   SERVE_TIMES    a directory: each process appends its handler times there (times.<pid>.txt), timed
                  around the ASGI app as a timing middleware would
@@ -24,14 +27,17 @@ import torch
 from fastapi import FastAPI
 
 from benchmarks.serving.common import Timed, ensure_blob, read_blob
-from benchmarks.serving.model import make_model, tokenize
+from benchmarks.serving.model import Paced, make_model, tokenize
 
 VARIANT = os.environ.get("SERVE_VARIANT", "base")
 ANNOTATE = os.environ.get("SERVE_ANNOTATE") == "1"
-MAX_BATCH, MAX_WAIT_S = 16, 0.005
+MAX_BATCH, MAX_WAIT_S = int(os.environ.get("SERVE_MAX_BATCH", "16")), 0.005
+SERVICE_MS = float(os.environ.get("SERVE_SERVICE_MS", "0"))
 
 torch.set_num_threads(1)
 model = make_model(os.environ.get("SERVE_MODEL", "small"))
+if SERVICE_MS > 0:
+    model = Paced(model, SERVICE_MS)
 api = FastAPI()
 app = Timed(api)
 _queue: asyncio.Queue[tuple[list[int], asyncio.Future[int]]] | None = None

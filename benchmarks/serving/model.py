@@ -33,6 +33,24 @@ def make_model(size: str = "small") -> torch.nn.Module:
     return Classifier().eval()
 
 
+class Paced(torch.nn.Module):
+    """`inner`, padded with a sleep to at least `ms` per call: a service time a busy shared box does not blur.
+
+    The sleep releases the GIL, as a GPU model's wait for its kernels does.
+    """
+
+    def __init__(self, inner: torch.nn.Module, ms: float) -> None:
+        super().__init__()
+        self.inner = inner
+        self.ms = ms
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
+        out = self.inner(ids)
+        time.sleep(max(0.0, self.ms / 1e3 - (time.perf_counter() - t0)))
+        return out
+
+
 def tokenize(text: str, heavy_ms: float = 0.0) -> list[int]:
     """Hash words to ids; with `heavy_ms`, a pure-Python normalisation pass that costs about that long."""
     if heavy_ms > 0:
