@@ -108,8 +108,10 @@ def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
     Pre-warming every expected shape with a dummy batch is the standard idiom: those
     calls' outputs are thrown away, so all of their time is one-time cost. Only
     counted when the steps after them repeat their shapes (with a new shape on every
-    step, as in a growing decode context, a one-off shape says nothing), in the first
-    half of the steps, and where the one-off steps are most of the prefix they end.
+    step, as in a growing decode context, a one-off shape says nothing), and where the
+    one-off steps are most of the prefix they end. A short batch job may pre-warm more
+    shapes than it then scores: the prefix may be most of the run, with at least 2
+    repeating steps after it.
     """
     n = len(shapes)
     out = np.zeros(n, dtype=bool)
@@ -119,7 +121,7 @@ def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
     if keys.isna().any():
         return out
     once = (keys.map(keys.value_counts()) == 1).to_numpy()
-    cand = np.flatnonzero(once[: n // 2])
+    cand = np.flatnonzero(once[: n - 2])
     for j in cand[::-1]:  # the longest qualifying prefix
         rest = keys.iloc[j + 1:]
         if once[: j + 1].sum() * 2 >= j + 1 and rest.nunique() * 2 <= len(rest):

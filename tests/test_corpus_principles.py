@@ -1,0 +1,44 @@
+"""Issue 12's remaining corpus misses, as synthetic runs built from the recorded ones.
+
+Each test fails on the reasoning diag had before the fix it names (docs/rules.md, principles).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from analysis_fixtures import RunBuilder, ns
+
+from diag.analysis.phases import one_off_shapes
+from diag.engine import diagnose
+
+# multi_model_boot on the 2-core box (--seconds 6): pre-warm batch sizes 1..16, then 4 batches of 4
+PREWARM = [(1, 0.18), (2, 0.33), (4, 0.55), (8, 1.05), (16, 1.72)]
+SCORING = [(4, d) for d in (0.42, 0.73, 0.52, 0.69)]
+
+
+def _short_batch_job(path: str) -> RunBuilder:
+    """Import 3.2 s, 2.8 s writing and loading three checkpoints, pre-warm 5 shapes, score 4 batches, exit."""
+    b = RunBuilder(path, duration_s=13.5, gpu=False)
+    b.event("import", 0.1, 3.2, "torch")
+    t = 6.03
+    for bs, d in PREWARM + SCORING:
+        b.add("steps", ts_ns=ns(t), dur_ns=int(d * 1e9), pid=1000, tid=1000, source="torch", model="Pipeline",
+              batch=bs, shapes=f"[[{bs},64],[{bs},3,96,96]]", dtype="int64", device="cpu", gpu_ns=-1, syncs=0,
+              seq=0, in_window=False)
+        t += d + 0.002
+    b.thread_cpu(0.97)
+    b.host(100)
+    return b
+
+
+def test_prewarm_calls_are_one_time_cost_however_few_steps_follow():
+    # more pre-warm calls than scoring steps: the old rule looked for them only in the first half
+    shapes = np.array([f"[[{bs},64]]" for bs, _ in PREWARM + SCORING], dtype=object)
+    assert one_off_shapes(shapes).tolist() == [True, True, False, True, True] + [False] * 4
+
+
+def test_a_short_batch_job_that_prewarms_more_than_it_scores_is_cold_start(tmp_path):
+    d = diagnose(_short_batch_job(str(tmp_path)).write())
+    # old code: the batch-16 pre-warm call opened the steady state, coldstart.share 0.30, compute_bound 0.70
+    assert d.metrics["coldstart.share"] >= 0.4, d.metrics["coldstart.share"]
+    assert d.primary == "cold_start" and d.margin >= 0.2, (d.scores, d.margin)
