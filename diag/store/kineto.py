@@ -152,6 +152,23 @@ def _dims(v: Any) -> str | None:
     return None
 
 
+# Bytes per element of the dtypes PyTorch names in a collective kernel's args
+_DTYPE_BYTES = {"float": 4, "float32": 4, "int": 4, "int32": 4, "uint32": 4, "double": 8, "float64": 8,
+                "long": 8, "int64": 8, "uint64": 8, "half": 2, "float16": 2, "bfloat16": 2, "short": 2,
+                "int16": 2, "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1,
+                "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1}
+
+
+def message_bytes(args: dict[str, Any]) -> int | None:
+    """A collective kernel's message size from the args PyTorch adds (`In msg nelems`, `Out msg
+    nelems`, `dtype`): the larger of input and output (an all-gather's output is the message)."""
+    size = _DTYPE_BYTES.get(str(args.get("dtype", "")).lower().replace("torch.", ""))
+    nelems = [n for n in (int64(args.get("In msg nelems")), int64(args.get("Out msg nelems"))) if n is not None]
+    if size is None or not nelems or max(nelems) <= 0:
+        return None
+    return max(nelems) * size
+
+
 def _int(v: Any, default: int = -1) -> int:
     n = int64(v)
     return default if n is None else n
@@ -209,6 +226,8 @@ def parse_events(raw_events: Any, trace: dict[str, Any], window: int = 0,
             }
             if cat in KERNEL_CATS:
                 row["kind"], row["category"] = "kernel", _category(name, texts)
+                if row["category"] == "communication":
+                    row["bytes"] = message_bytes(args)
             elif cat in MEMCPY_CATS:
                 row["kind"] = row["category"] = "memcpy"
                 row["copy_kind"], row["src_mem"], row["dst_mem"] = memcpy_kinds(name)
