@@ -22,7 +22,12 @@ It also times the bootstrap: `python -c pass` with and without diag's
 sitecustomize on PYTHONPATH.
 
     python benchmarks/overhead.py [--device auto|cpu|cuda] [--seconds 12] [--repeats 3]
-                                  [--diag-args '--no-stacks'] [--json OUT] [WORKLOAD ...]
+                                  [--diag-args '--no-stacks' ...] [--json OUT] [WORKLOAD[:ARGS] ...]
+
+Several `--diag-args` measure several settings in the same interleaved run
+(plain, setting 1, setting 2 ..., each repeat): where the cost goes, e.g.
+`--diag-args= --diag-args=--no-hooks --diag-args='--set copies=false'`.
+`WORKLOAD:ARGS` passes more arguments to the workload (`ranker_graph:--large`).
 
 Targets (issue 10): on the H200 kept >= 0.99 with lower bound >= 0.97 and first
 step +< 0.5 s; on the 2-core CPU box kept >= 0.97.
@@ -82,6 +87,7 @@ class Result:
     suite: str
     judged_by: str
     unit: str = ""
+    diag_args: str = ""
     plain: list[Run] = field(default_factory=list)
     diag: list[Run] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
@@ -176,27 +182,29 @@ def summarize(r: Result) -> Result:
     return r
 
 
-def measure(w: Workload, device: str, seconds: float, repeats: int, diag_args: list[str]) -> Result:
-    """Plain and diag runs of one workload, interleaved, each in a fresh process."""
-    target = [sys.executable, w.path, "--device", device, "--seconds", str(seconds)]
+def measure(w: Workload, device: str, seconds: float, repeats: int, settings: list[str],
+            extra: list[str] | None = None) -> list[Result]:
+    """Plain and diag runs of one workload (one Result per diag setting), interleaved, each in a fresh process."""
+    target = [sys.executable, w.path, "--device", device, "--seconds", str(seconds), *(extra or [])]
     timeout_s = seconds + 600
-    r = Result(w.name, w.suite, w.judged_by)
+    name = w.name + (":" + " ".join(extra) if extra else "")
+    results = [Result(name, w.suite, w.judged_by, diag_args=s) for s in settings]
     with tempfile.TemporaryDirectory(prefix="diag-overhead-") as tmp:
         for i in range(repeats):
-            pair = []
-            for label, cmd in (("plain", target),
-                               ("diag", [sys.executable, "-m", "diag", "profile", "--out", os.path.join(tmp, f"run{i}"),
-                                         "--quiet", *diag_args, "--", *target])):
-                run, log = run_once(cmd, timeout_s)
-                if run.rate is None or run.exit_code != 0:
-                    r.errors.append(f"{label} run {i + 1}: exit {run.exit_code}, rate line "
-                                    f"{'missing' if run.rate is None else 'found'}: {log.strip()[-600:]}")
-                pair.append(run)
-                r.unit = r.unit or run.unit
-            r.plain.append(pair[0])
-            r.diag.append(pair[1])
-            subprocess.run(["rm", "-rf", os.path.join(tmp, f"run{i}")], check=False)  # GPU runs are large
-    return summarize(r)
+            plain, log = run_once(target, timeout_s)
+            for r in results:
+                run_dir = os.path.join(tmp, f"run{i}")
+                run, dlog = run_once([sys.executable, "-m", "diag", "profile", "--out", run_dir, "--quiet",
+                                      *shlex.split(r.diag_args), "--", *target], timeout_s)
+                for label, got, text in (("plain", plain, log), ("diag", run, dlog)):
+                    if got.rate is None or got.exit_code != 0:
+                        r.errors.append(f"{label} run {i + 1}: exit {got.exit_code}, rate line "
+                                        f"{'missing' if got.rate is None else 'found'}: {text.strip()[-600:]}")
+                r.unit = r.unit or plain.unit or run.unit
+                r.plain.append(plain)
+                r.diag.append(run)
+                subprocess.run(["rm", "-rf", run_dir], check=False)  # GPU runs are large
+    return [summarize(r) for r in results]
 
 
 def bootstrap_cost(repeats: int = 15) -> dict[str, float]:
@@ -225,9 +233,9 @@ def _f(x: float | None, fmt: str) -> str:
 
 def table(results: list[Result]) -> str:
     """The markdown table for docs/performance.md."""
-    rows = ["| workload | judged by | plain (median) | kept (median of paired ratios) | 95% interval "
+    rows = ["| workload | diag options | judged by | plain (median) | kept (median of paired ratios) | 95% interval "
             "| first step +s (own / from launch) | pairs |",
-            "|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|"]
     for r in results:
         if r.judged_by == "wall":
             plain = _f(statistics.median([p.wall_s for p in r.plain if p.wall_s] or [0]) or None, ".1f") + " s"
@@ -237,7 +245,7 @@ def table(results: list[Result]) -> str:
             judged = "own rate"
         name = f"`{r.workload}`" + (" (held out)" if r.suite == "heldout" else "")
         flag = " ✗" if r.errors else ""
-        rows.append(f"| {name} | {judged} | {plain} | **{_f(r.kept, '.3f')}**{flag} "
+        rows.append(f"| {name} | {('`' + r.diag_args + '`') if r.diag_args else 'defaults'} | {judged} | {plain} | **{_f(r.kept, '.3f')}**{flag} "
                     f"| {_f(r.kept_low, '.3f')} – {_f(r.kept_high, '.3f')} "
                     f"| {_f(r.first_step_added_s, '+.2f')} / {_f(r.first_step_added_from_launch_s, '+.2f')} "
                     f"| {len(r.ratios)} |")
@@ -250,7 +258,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=12.0, help="each workload's --seconds")
     ap.add_argument("--repeats", type=int, default=3, help="pairs per workload")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--diag-args", default="", help="options for diag profile, e.g. '--no-stacks'")
+    ap.add_argument("--diag-args", action="append", default=None,
+                    help="options for diag profile, e.g. '--no-stacks' (repeat: several settings, interleaved)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     args = ap.parse_args()
     device = args.device
@@ -259,31 +268,33 @@ def main() -> None:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     known = {w.name: w for w in workloads(device)}
-    wanted = [os.path.splitext(os.path.basename(n))[0] for n in args.workloads] or list(known)
-    unknown = [n for n in wanted if n not in known]
+    asked = [n.partition(":") for n in args.workloads]
+    wanted = [(os.path.splitext(os.path.basename(n))[0], shlex.split(more)) for n, _, more in asked]
+    wanted = wanted or [(n, []) for n in known]
+    unknown = [n for n, _ in wanted if n not in known]
     if unknown:
         ap.error(f"not a workload valid on {device} here: {', '.join(unknown)} (known: {', '.join(known)})")
 
     boot = bootstrap_cost()
     print(f"bootstrap: +{boot['added_ms']:.1f} ms on `python -c pass` "
           f"({boot['without_ms']:.1f} -> {boot['with_ms']:.1f} ms)", flush=True)
+    settings = args.diag_args or [""]
     results = []
-    for name in wanted:
-        r = measure(known[name], device, args.seconds, args.repeats, shlex.split(args.diag_args))
-        results.append(r)
-        print(f"{name}: kept {_f(r.kept, '.3f')} [{_f(r.kept_low, '.3f')}, {_f(r.kept_high, '.3f')}] "
-              f"by {r.judged_by}, ratios {' '.join(f'{x:.3f}' for x in r.ratios)}; first step "
-              f"{_f(r.first_step_added_s, '+.2f')} s", flush=True)
-        for e in r.errors:
-            print(f"  {name}: {e}", file=sys.stderr, flush=True)
-    diag_args = f" `--diag-args '{args.diag_args}'`" if args.diag_args else " default options"
-    print(f"\n{device}, {args.seconds:g} s per run, {args.repeats} interleaved pairs,{diag_args}; "
+    for name, extra in wanted:
+        for r in measure(known[name], device, args.seconds, args.repeats, settings, extra):
+            results.append(r)
+            print(f"{r.workload} [{r.diag_args or 'defaults'}]: kept {_f(r.kept, '.3f')} [{_f(r.kept_low, '.3f')}, "
+                  f"{_f(r.kept_high, '.3f')}] by {r.judged_by}, ratios {' '.join(f'{x:.3f}' for x in r.ratios)}; "
+                  f"first step {_f(r.first_step_added_s, '+.2f')} s", flush=True)
+            for e in r.errors:
+                print(f"  {r.workload}: {e}", file=sys.stderr, flush=True)
+    print(f"\n{device}, {args.seconds:g} s per run, {args.repeats} interleaved repeats; "
           f"bootstrap +{boot['added_ms']:.0f} ms\n")
     print(table(results))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "seconds": args.seconds, "repeats": args.repeats,
-                       "diag_args": args.diag_args, "bootstrap": boot,
+                       "diag_args": settings, "bootstrap": boot,
                        "workloads": [asdict(r) for r in results]}, f, indent=2)
 
 

@@ -31,7 +31,7 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
 
 def _add_profile_options(p: argparse.ArgumentParser) -> None:
     """One flag per option of the option table that has one (diag/collect/options.py)."""
-    from diag.collect.options import OPTIONS, parse
+    from diag.collect.options import OPTIONS, parse, parse_setting
 
     for o in OPTIONS:
         if o.flag is None:
@@ -41,6 +41,9 @@ def _add_profile_options(p: argparse.ArgumentParser) -> None:
         else:
             p.add_argument(o.flag, dest=o.name, type=functools.partial(parse, o.name), default=o.default,
                            metavar=o.metavar, help=o.help)
+    p.add_argument("--set", dest="settings", action="append", type=parse_setting, default=[], metavar="NAME=VALUE",
+                   help="a recording option without a flag of its own, e.g. copies=false, table_rows=20000 "
+                        "(docs/run-format.md lists them)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -165,7 +168,7 @@ def cmd_profile(args: argparse.Namespace, cmd: list[str]) -> int:
     from diag.collect.profile import ProfileOptions, record
 
     flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag is not None}
-    opts = ProfileOptions(out=args.out, **flags)
+    opts = ProfileOptions(out=args.out, extra=dict(args.settings), **flags)
     for path in (args.html, args.json_file):
         if path:
             _check_output(path)

@@ -29,7 +29,7 @@ def test_sync_and_range_lines_are_the_dict_rows() -> None:
 
 
 def test_sampled_sync_and_range_rows_keep_the_weights_of_every_table(tmp_path) -> None:
-    rec = Recorder(str(tmp_path), {"gc": False, "table_rows": 10})
+    rec = Recorder(str(tmp_path), {"gc": False, "table_rows": 10, "detail_rows": 10})
     reference = Recorder(str(tmp_path / "ref"), {"gc": False, "table_rows": 10})
     expected = [w for w in (reference.weight("x") for _ in range(1000)) if w]
     rec.state.depth = 1
@@ -131,3 +131,13 @@ def _captured_row(model: str, batch: int) -> list:
     row = [0] * len(STEP_COLUMNS)
     row[MODEL], row[BATCH], row[SHAPES], row[DTYPE], row[WEIGHT] = model, batch, [(batch, 64)], "float32", 1
     return row
+
+
+def test_syncs_are_sampled_after_detail_rows_steps_after_table_rows(tmp_path) -> None:
+    # syncs come once a step or more: they are sampled sooner than steps (docs/performance.md)
+    rec = Recorder(str(tmp_path), {"gc": False, "table_rows": 1000, "detail_rows": 10})
+    for i in range(100):
+        rec.sync("Tensor.item", i, 5)
+        assert rec.weight("steps") == 1
+    weights = [r["weight"] for r in _rows(rec, "syncs")]
+    assert weights[:10] == [1] * 10 and weights[10] == 2 and sum(weights) >= 100 > len(weights)

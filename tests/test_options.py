@@ -83,3 +83,16 @@ def test_zero_host_interval_and_negative_duration_are_refused(capsys) -> None:
     assert main(["profile", "--duration", "-1", "--", "true"]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("diag: --host-interval 0: ") and lines[1].startswith("diag: --duration -1: ")
+
+
+def test_set_passes_a_target_option_without_a_flag_and_refuses_the_rest(capsys) -> None:  # noqa: ANN001
+    from diag.collect.profile import target_env
+
+    args = build_parser().parse_args(["profile", "--set", "copies=false", "--set", "detail-rows=500"])
+    assert dict(args.settings) == {"copies": False, "detail_rows": 500}
+    env = target_env("/tmp/r", ProfileOptions(extra=dict(args.settings)))
+    assert '"copies": false' in env["DIAG_OPTIONS"] and '"detail_rows": 500' in env["DIAG_OPTIONS"]
+    for bad in ("copies", "nope=1", "copies=maybe", "detail_rows=-1", "stack_rate_hz=5"):
+        assert main(["profile", "--set", bad, "--", "true"]) != 0
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("diag: --set") and "\n" not in err

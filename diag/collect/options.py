@@ -114,6 +114,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("cuda_event_every", 4, "... then 1 step in this many (gpu_ns = -1 on the others)", side=_T,
            min=1, max=_BIG),
     Option("table_rows", 50_000, "rows kept in full per table before sampling starts", side=_T, min=1, max=_BIG),
+    Option("detail_rows", 2_000, "syncs, copies and collectives rows kept in full before sampling starts (they "
+           "come once a step or more: their JSON work would tax a fast loop)", side=_T, min=1, max=_BIG),
     Option("flush_s", 1.0, "background flush interval (a killed target loses at most this)", side=_T,
            min=0.01, max=3600.0),
 )
@@ -162,6 +164,30 @@ def parse(name: str, text: str) -> Any:
         what = {int: "not an integer", float: "not a number"}.get(o.type, "invalid value")
         _refuse(f"{o.flag or o.name} {text}: {what}")
     return check(name, value, text)
+
+
+_TRUE, _FALSE = ("true", "1", "on", "yes"), ("false", "0", "off", "no")
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """`--set NAME=VALUE`: a target option that has no flag of its own (e.g. `copies=false`), checked."""
+    name, sep, value = text.partition("=")
+    name = name.strip().replace("-", "_")
+    o = BY_NAME.get(name)
+    if not sep or o is None or o.side != _T:
+        known = ", ".join(x.name for x in OPTIONS if x.side == _T and x.flag is None)
+        _refuse(f"--set {text}: expected NAME=VALUE with NAME one of {known}")
+    if isinstance(o.default, bool):
+        low = value.strip().lower()
+        if low not in _TRUE + _FALSE:
+            _refuse(f"--set {text}: {name} is true or false")
+        return name, low in _TRUE
+    from ..errors import DiagError
+
+    try:
+        return name, parse(name, value.strip())
+    except DiagError as exc:
+        _refuse(f"--set {exc}")
 
 
 def _num(x: float) -> str:

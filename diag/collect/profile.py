@@ -14,6 +14,7 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +25,7 @@ from diag.collect.options import default, off_reason
 from diag.collect.redact import redact_argv
 from diag.collect.sampler import Sampler
 from diag.errors import DiagError
-from diag.store.jsonl import RAW_DIR, read_raw
+from diag.store.jsonl import RAW_DIR, read_jsonl, read_raw
 from diag.store.manifest import MANIFEST, SCHEMA, write_manifest
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
@@ -243,7 +244,7 @@ def record(cmd: list[str], opts: ProfileOptions, companion: Companion | None = N
         "env": allowed_env(dict(os.environ), redact=opts.redact),
         "collectors": {"hooks": {"status": "ok"} if opts.hooks else {"status": "off", "reason": off_reason("hooks")}},
         "options": {**{k: v for k, v in asdict(opts).items() if k not in ("out", "extra", "load")},
-                    "stack_rate_hz": opts.stack_rate_hz or default_stack_rate()},
+                    "stack_rate_hz": opts.stack_rate_hz or default_stack_rate(), **opts.extra},
     }
     if companion is not None:  # the load's words may hold a secret header: its redacted settings only
         manifest["options"]["load"] = companion.public()
@@ -272,7 +273,8 @@ def record(cmd: list[str], opts: ProfileOptions, companion: Companion | None = N
         _warn(f"recording degraded ({exc.__class__.__name__}: {exc})")
 
     outcome = launcher.wait(proc, opts.duration_s, opts.grace_s,
-                            stop_when=companion.done if companion is not None else None)
+                            stop_when=companion.done if companion is not None else None,
+                            started=_started(run_dir, proc.pid) if opts.hooks else None)
     launcher.unblock_in_child()
     try:
         for s in samplers:
@@ -294,6 +296,53 @@ def record(cmd: list[str], opts: ProfileOptions, companion: Companion | None = N
     except Exception as exc:  # noqa: BLE001 - the run stays readable (partial) from raw/
         _warn(f"could not finish the run directory ({exc.__class__.__name__}: {exc}); it reads as partial")
     return Recording(run_dir, outcome.exit_code, manifest, outcome.reraise)
+
+
+def _started(run_dir: str, pid: int) -> Callable[[], bool]:
+    """launcher.wait's `started`: True once the root process runs its own code.
+
+    A Python root says so through diag's bootstrap (a raw/meta row `startup_done`,
+    written after the user's sitecustomize); a program the bootstrap cannot load in
+    (not Python, or `python -I/-S/-E`) never will, so it counts as started at once.
+    """
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        exe, argv = "", []
+    python = exe.startswith(("python", "pypy")) and not _skips_bootstrap(argv[1:])
+    path = os.path.join(run_dir, RAW_DIR, f"meta.{pid}.jsonl")
+    seen = False
+
+    def started() -> bool:
+        nonlocal seen
+        if not seen:
+            try:
+                seen = not python or any(row.get("startup_done") for row in read_jsonl(path))
+            except (OSError, DiagError):
+                pass  # no row yet
+        return seen
+
+    return started
+
+
+def _skips_bootstrap(args: list[str]) -> bool:
+    """Python's options before the program hold -I, -S or -E (`-IS` too): no sitecustomize from PYTHONPATH."""
+    values = iter(args)
+    for arg in values:
+        if arg == "-" or not arg.startswith("-") or arg.startswith("--"):
+            return False
+        for i, c in enumerate(arg[1:], 1):
+            if c in "ISE":
+                return True
+            if c in "cm":
+                return False  # the program: -c CODE, -m MODULE
+            if c in "WX":  # the rest is its value, else the next argument is
+                if i == len(arg) - 1:
+                    next(values, None)
+                break
+    return False
 
 
 def _warn(message: str) -> None:

@@ -20,11 +20,13 @@ kernel windows' `kernel_windows`, `kernel_window_steps`):
     cuda_event_all     64     time every one of the first N CUDA steps ...
     cuda_event_every   4      ... then 1 step in this many (gpu_ns = -1 on the others)
     table_rows         50000  rows kept in full per table before sampling starts
+    detail_rows        2000   ... for syncs, copies and collectives (once a step or more)
     flush_s            1.0    background flush interval (a killed target loses at most this)
 
 Bounded tables: after `table_rows` rows of a table, rows are kept 1 in 2
 (`weight` 2), after `table_rows` more kept rows 1 in 4, and so on up to 1 in
-1024: every table stays O(table_rows * log(rows seen)) rows. Every row of
+1024: every table stays O(table_rows * log(rows seen)) rows (`detail_rows`
+instead of `table_rows` for syncs, copies and collectives). Every row of
 steps, copies, syncs, ranges and events carries `weight`: how many real rows it
 stands for (1 for rows kept in full), so counts and sums stay estimable with
 `sum(weight)`. One-off events (everything but `gc`) are never sampled. Step
@@ -149,6 +151,9 @@ class Recorder:
         self._max_pending = 20_000
         self._seen: dict[str, int] = {}
         self._full = max(1, int(self.options["table_rows"]))
+        # Rows that come once a step or more (syncs, copies, collectives) are sampled sooner:
+        # formatting each one holds the GIL a fast loop needs (docs/performance.md).
+        self.detail_full = max(1, int(self.options["detail_rows"]))
         self._gc_pending: list[tuple[int, int, int, int, int]] = []
         self._threads_seen: set[int] = set()  # thread idents already mapped in meta
         self._gc_start = 0
@@ -291,10 +296,11 @@ class Recorder:
         in_step = state.depth > 0
         if in_step:
             state.syncs += 1
-        seen = self._seen  # weight("syncs"), inlined: a program may sync every step
+        seen = self._seen  # weight("syncs", detail_full), inlined: a program may sync every step
         n = seen.get("syncs", 0)
         seen["syncs"] = n + 1
-        w = 1 if n < self._full else self._sampled_weight(n)
+        full = self.detail_full
+        w = 1 if n < full else self._sampled_weight(n, full)
         if w and not self._closed:
             # A tuple, not a dict: a program may sync once a step (`.item()`); the flusher encodes it (_sync_line).
             buf = self._pending["syncs"]

@@ -36,10 +36,9 @@ from .torch import compiling_probe
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier", "gather", "scatter",
                "send", "recv", "isend", "irecv", "all_gather_object", "broadcast_object_list")
-# Collectives kept whole before sampling: a tensor-parallel job makes several per
-# step, and a row for each (92k in a 5 s 2-GPU run) cost its flusher and the
-# program's thread far more than the figures need; weights keep totals exact.
-COMM_FULL = 2000
+# Collectives are kept whole for the recorder's `detail_rows` only: a tensor-parallel
+# job makes several per step, and a row for each (92k in a 5 s 2-GPU run) cost its
+# flusher and the program's thread far more than the figures need; weights keep totals exact.
 _perf_ns = time.perf_counter_ns
 _time_ns = time.time_ns
 
@@ -89,7 +88,7 @@ class DistributedHooks:
 
     def record(self, name: str, ts: int, dur: int, args: tuple, kwargs: dict) -> None:
         rec = self.rec
-        w = rec.weight("comm", COMM_FULL)
+        w = rec.weight("comm", rec.detail_full)
         if not w:
             return
         rec.event("comm", name, ts_ns=ts, dur_ns=dur, weight=w, bytes=tensor_bytes(args, kwargs),
