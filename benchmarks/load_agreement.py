@@ -62,8 +62,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_port(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit("server did not start") from None
+            time.sleep(0.05)
+
+
 def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0,
-        rt: bool = False) -> dict[str, float]:
+        rt: bool = False, profile: bool = False) -> dict[str, float]:
     """One trial in a fresh server and a fresh `diag load` process; the paired figures."""
     from diag.store.run import open_run
 
@@ -75,27 +87,28 @@ def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0
     pre = (lambda: os.nice(nice)) if nice else None
     if rt:
         pre = lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # noqa: E731
-    srv = subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(log), str(service_ms)], preexec_fn=pre)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("server did not start") from None
-                time.sleep(0.05)
-        load0 = os.getloadavg()[0]
-        out = subprocess.run([sys.executable, "-m", "diag", "load", f"http://{host}:{port}/", "--rate", str(rate),
-                              "--arrivals", "constant", "--duration", str(seconds), "--warmup", "1",
-                              "--out", str(work / "run"), "--json"], cwd=ROOT, capture_output=True, text=True,
-                             preexec_fn=pre)
+    words = ["--rate", str(rate), "--arrivals", "constant", "--duration", str(seconds), "--warmup", "1"]
+    url = f"http://{host}:{port}/"
+    server = [sys.executable, "-c", SERVER, str(port), str(log), str(service_ms)]
+    load0 = os.getloadavg()[0]
+    if profile:  # the load driven by `diag profile --load`, from the recorder's process
+        subprocess.run([sys.executable, "-m", "diag", "profile", "--out", str(work / "run"), "--no-gpu", "--no-stacks",
+                        "--quiet", "--load", " ".join([url, *words]), "--", *server],
+                       cwd=ROOT, capture_output=True, text=True, preexec_fn=pre)
         load1 = os.getloadavg()[0]
-    finally:
-        srv.terminate()
-        srv.wait(10)
-    res = json.loads(out.stdout)
+        run = open_run(str(work / "run"))
+        res = {"run_dir": str(work / "run"), "stats": run.manifest["load"]["stats"]}
+    else:
+        srv = subprocess.Popen(server, preexec_fn=pre)
+        try:
+            wait_port(port)
+            out = subprocess.run([sys.executable, "-m", "diag", "load", url, *words, "--out", str(work / "run"),
+                                  "--json"], cwd=ROOT, capture_output=True, text=True, preexec_fn=pre)
+            load1 = os.getloadavg()[0]
+        finally:
+            srv.terminate()
+            srv.wait(10)
+        res = json.loads(out.stdout)
     rows = open_run(res["run_dir"]).table("load_requests")
     rows = rows[(rows["phase"] == "measure") & rows["error"].isna()].sort_values("sent_ns")
     srv_rows = np.array([[int(x) for x in line.split()] for line in log.read_text().splitlines()], dtype=np.int64)
@@ -129,10 +142,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--nice", type=int, default=0, help="niceness of server and client (-10: ahead of other jobs)")
     p.add_argument("--rt", action="store_true", help="server and client in SCHED_FIFO (root): no wait for a core")
+    p.add_argument("--profile", action="store_true", help="drive it with diag profile --load (server under diag)")
     p.add_argument("--host", default="127.0.0.1", help="127.0.0.1 or localhost (name resolution)")
     a = p.parse_args()
     for _ in range(a.repeats):
-        print(json.dumps({k: round(v, 3) for k, v in one(a.rate, a.seconds, a.service_ms, a.host, a.nice, a.rt).items()}), flush=True)
+        print(json.dumps({k: round(v, 3) for k, v in one(a.rate, a.seconds, a.service_ms, a.host, a.nice, a.rt, a.profile).items()}), flush=True)
 
 
 if __name__ == "__main__":

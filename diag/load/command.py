@@ -23,7 +23,8 @@ def run_command(args: argparse.Namespace, argv: list[str]) -> int:
     on_tick = None
     status = None
     if err.is_terminal:
-        status = err.status("load starting")
+        # a slow refresh: the spinner's thread takes the GIL from the event loop that times requests
+        status = err.status("load starting", refresh_per_second=4)
         status.start()
 
         def on_tick(p) -> None:  # noqa: ANN001 - diag.load.client.Progress
