@@ -11,6 +11,7 @@ import pandas as pd
 from diag.analysis.columns import as_bool, complete
 from diag.analysis.phases import Phases, Span
 from diag.analysis.ranges import requests as request_rows
+from diag.analysis.ranges import run_requests
 from diag.analysis.stacks import model_frames
 from diag.store.run import Run
 
@@ -102,8 +103,15 @@ class Context:
         return df[cols][self.thread_mask(df, pid, tid)]
 
     def requests(self) -> pd.DataFrame:
+        """The requests that start in the window: a slice of the run's requests (built once per run)."""
         if "(requests)" not in self._cache:
-            self._cache["(requests)"] = request_rows(self.window("ranges"), self.window("requests"))
+            every = run_requests(self.run)  # sorted by ts_ns, as the tables it is built from
+            ts = every["ts_ns"].to_numpy(dtype=np.int64)
+            lo = int(np.searchsorted(ts, self.t0, side="left"))
+            hi = int(np.searchsorted(ts, self.t1, side="right"))
+            # the window's rows as `window` picks them; none: the empty union, with its columns
+            mine = every.iloc[lo:hi].reset_index(drop=True) if hi > lo else request_rows(None, None)
+            self._cache["(requests)"] = mine
         return self._cache["(requests)"]
 
     @property
@@ -148,6 +156,17 @@ class Context:
         if "device" not in self._cache:
             self._cache["device"] = device_of(self.run)  # type: ignore[assignment]
         return self._cache["device"]  # type: ignore[return-value]
+
+
+def steady_context(run: Run, phases: Phases) -> Context:
+    """The steady state's Context of `run`, one per run and phases: the metrics, the serving
+    summary and the views share its windows and derived rows instead of slicing them again."""
+    s = phases.steady
+    key = f"(context {s.start_ns} {s.end_ns} {phases.main_pid} {phases.main_tid})"
+    ctx = run._cache.get(key)
+    if ctx is None:
+        ctx = run._cache[key] = Context(run, phases, s)  # type: ignore[assignment]
+    return ctx  # type: ignore[return-value]
 
 
 def device_of(run: Run) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 from diag.analysis import intervals
 from diag.analysis.catalog import PERCENTILES, Metric
 from diag.analysis.columns import weighted_percentile, weights
-from diag.analysis.context import Context, complete, num
+from diag.analysis.context import Context, complete, num, steady_context
 from diag.analysis.phases import Phases, compute_phases
 from diag.store.run import Run
 
@@ -83,7 +83,7 @@ def latencies(ctx: Context) -> dict[str, Latencies]:
 def run_latencies(run: Run, phases: Phases | None = None) -> dict[str, Latencies]:
     """`latencies` over the steady state of `run` (its phases are found when not given)."""
     phases = phases or compute_phases(run)
-    return latencies(Context(run, phases, phases.steady))
+    return latencies(steady_context(run, phases))
 
 
 def compute(ctx: Context) -> dict[str, float | None]:

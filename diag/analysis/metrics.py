@@ -21,7 +21,7 @@ from diag.analysis import (
     trace_evidence,
 )
 from diag.analysis.catalog import Metric
-from diag.analysis.context import Context
+from diag.analysis.context import steady_context
 from diag.analysis.phases import Phases, compute_phases
 from diag.store.run import Run
 
@@ -41,7 +41,7 @@ def unit(name: str) -> str:
 def compute_metrics(run: Run, phases: Phases | None = None) -> dict[str, float | None]:
     """Every catalog metric for `run` (None where the run holds no data for it)."""
     phases = phases or compute_phases(run)
-    ctx = Context(run, phases, phases.steady)
+    ctx = steady_context(run, phases)
     out: dict[str, float | None] = {m.name: None for m in CATALOG}
     out.update(startup.compute(run, phases, ctx.device))
     # trace_evidence last: it withdraws what a trace cannot show (inside_model_share of ProfilerSteps)

@@ -102,7 +102,7 @@ def settle_index(dur: np.ndarray) -> int:
     return int(min(idx[0] + 1 if len(idx) else n // 2, n // 2))
 
 
-def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
+def one_off_shapes(shapes: np.ndarray | pd.Series) -> np.ndarray:
     """Which steps are leading warm-up calls on an input shape that never occurs again.
 
     Pre-warming every expected shape with a dummy batch is the standard idiom: those
@@ -117,16 +117,23 @@ def one_off_shapes(shapes: np.ndarray) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     if n < 4:
         return out
-    keys = pd.Series(shapes).astype(object).where(pd.notna(shapes), None)
-    if keys.isna().any():
+    # a string column is factorized as it is (no copy to Python objects); NA (None, NaN) -> -1
+    codes, uniques = pd.factorize(shapes.array if isinstance(shapes, pd.Series) else np.asarray(shapes, dtype=object))
+    if (codes < 0).any():
         return out
-    once = (keys.map(keys.value_counts()) == 1).to_numpy()
+    once = np.bincount(codes, minlength=len(uniques))[codes] == 1
     cand = np.flatnonzero(once[: n - 2])
-    for j in cand[::-1]:  # the longest qualifying prefix
-        rest = keys.iloc[j + 1:]
-        if once[: j + 1].sum() * 2 >= j + 1 and rest.nunique() * 2 <= len(rest):
-            out[: j + 1] = once[: j + 1]
-            break
+    if not len(cand):
+        return out
+    # distinct shapes after step j: the shapes whose last occurrence lies beyond j
+    _, first_from_end = np.unique(codes[::-1], return_index=True)
+    last = np.sort(n - 1 - first_from_end)  # each shape's last index
+    distinct_after = len(last) - np.searchsorted(last, cand + 1, side="left")
+    rest = n - cand - 1
+    ok = (np.cumsum(once)[cand] * 2 >= cand + 1) & (distinct_after * 2 <= rest)
+    if ok.any():  # the longest qualifying prefix
+        j = int(cand[np.flatnonzero(ok)[-1]])
+        out[: j + 1] = once[: j + 1]
     return out
 
 
@@ -160,7 +167,7 @@ def after_setup_pauses(ts: np.ndarray, dur: np.ndarray) -> int:
 
 
 def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: np.ndarray,
-                 end_ns: int, shapes: np.ndarray | None = None) -> tuple[Span, Span | None, Span, int]:
+                 end_ns: int, shapes: pd.Series | None = None) -> tuple[Span, Span | None, Span, int]:
     start = run.start_ns
     first_end = int(ts[0] + dur[0])
     startup = Span("startup", start, max(start, first_end))
@@ -211,7 +218,7 @@ def compute_phases(run: Run) -> Phases:
         valid = ~as_bool(mine["in_window"])
         if not valid.any():  # every step was profiled: their latency is all there is
             valid[:] = True
-        shapes = mine["shapes"].to_numpy() if "shapes" in mine.columns else None
+        shapes = mine["shapes"] if "shapes" in mine.columns else None
         startup, warmup, steady, nwarm = _phases_from("steps", run, ts, dur, valid, max(last_end), shapes)
         startup.end_ns = min(startup.end_ns, int(ends.min()))
         served = requests[requests["source"].isin(["asgi", "wsgi"]).to_numpy()]

@@ -60,22 +60,34 @@ def requests(ranges: pd.DataFrame, found: pd.DataFrame | None = None) -> pd.Data
     return out
 
 
+_EMPTY_TEXT = pd.array([""], dtype="str")
+
+
 def _frame(df: pd.DataFrame, kind: str | None) -> pd.DataFrame:
     n = len(df)
 
-    def col(name: str, default: object) -> np.ndarray:
-        return df[name].to_numpy() if name in df.columns else np.full(n, default, dtype=object)
+    def number(name: str, default: float, dtype: type) -> np.ndarray:
+        if name not in df.columns:  # the default as it is: no column of Python objects to convert
+            return np.full(n, default, dtype=dtype)
+        v = pd.to_numeric(df[name], errors="coerce")
+        return (v if dtype is float else v.fillna(default)).to_numpy(dtype=dtype)
+
+    def text(name: str) -> object:
+        # a string column is kept as it is, and a missing one is one "" repeated: no round trip
+        # through Python objects (the union is as long as the run's steps)
+        if name not in df.columns:
+            return _EMPTY_TEXT.take(np.zeros(n, dtype=np.intp))
+        s = df[name]
+        return s.array if s.dtype == _EMPTY_TEXT.dtype else s.to_numpy()
 
     out = pd.DataFrame({
         "ts_ns": df["ts_ns"].to_numpy(dtype=np.int64), "dur_ns": df["dur_ns"].to_numpy(dtype=np.int64),
         "pid": df["pid"].to_numpy(), "tid": df["tid"].to_numpy(),
-        "rid": pd.to_numeric(pd.Series(col("rid", 0)), errors="coerce").fillna(0).to_numpy(dtype=np.int64),
-        "source": col("source", ""), "server": col("server", ""), "route": col("route", ""),
-        "wait_ns": (pd.to_numeric(pd.Series(col("wait_ns", np.nan)), errors="coerce").to_numpy(dtype=float)
-                    if kind else np.full(n, np.nan)),
-        "handler_ns": (pd.to_numeric(pd.Series(col("handler_ns", np.nan)), errors="coerce").to_numpy(dtype=float)
-                       if kind else np.full(n, np.nan)),
-        "weight": pd.to_numeric(pd.Series(col("weight", 1)), errors="coerce").fillna(1).to_numpy(dtype=np.int64),
+        "rid": number("rid", 0, np.int64),
+        "source": text("source"), "server": text("server"), "route": text("route"),
+        "wait_ns": number("wait_ns", np.nan, float) if kind else np.full(n, np.nan),
+        "handler_ns": number("handler_ns", np.nan, float) if kind else np.full(n, np.nan),
+        "weight": number("weight", 1, np.int64),
     })
     if kind:  # -1: unknown
         for c in ("wait_ns", "handler_ns"):

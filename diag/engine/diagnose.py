@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from diag.analysis import serving
-from diag.analysis.context import Context
+from diag.analysis.context import steady_context
 from diag.analysis.members import judge_members
 from diag.analysis.metrics import BY_NAME, compute_metrics, unit
 from diag.analysis.phases import Phases, compute_phases, imported
@@ -36,7 +36,7 @@ def diagnose(run: Run, rule_dirs: tuple[str, ...] | list[str] = ()) -> Diagnosis
     policy = load_policy(rule_dirs)
     phases = compute_phases(run)
     metrics = compute_metrics(run, phases)
-    ctx = Context(run, phases, phases.steady)
+    ctx = steady_context(run, phases)
     names = serving.names(ctx)
     d = diagnose_metrics(run, phases, metrics, rules, policy, names)
     d.serving = serving.summary(ctx)
@@ -67,7 +67,7 @@ def _diagnose_rank_traces(run: Run, rank_runs: list[Run], rule_dirs: tuple[str, 
 def _judge_member(run: Run, rules: list[Rule], policy: Policy) -> Diagnosis:
     """One member (a server worker) judged on its own rows, as a whole run is."""
     phases = compute_phases(run)
-    ctx = Context(run, phases, phases.steady)
+    ctx = steady_context(run, phases)
     return diagnose_metrics(run, phases, compute_metrics(run, phases), rules, policy, serving.names(ctx))
 
 
