@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -56,3 +58,17 @@ def weighted_percentile(values: np.ndarray, w: np.ndarray, q: float) -> float | 
     v, cw = values[order], np.cumsum(w[order])
     i = int(np.searchsorted(cw, q / 100.0 * cw[-1], side="left"))
     return float(v[min(i, len(v) - 1)])
+
+
+def weighted_percentiles(values: np.ndarray, w: np.ndarray, qs: Sequence[float]) -> list[float | None]:
+    """`weighted_percentile` for several q at once: one partition or one sort, not one per q."""
+    ok = ~np.isnan(values)
+    values, w = values[ok], w[ok]
+    if not len(values):
+        return [None] * len(qs)
+    if np.all(w == w[0]):
+        return [float(v) for v in np.percentile(values, list(qs))]
+    order = np.argsort(values, kind="stable")
+    v, cw = values[order], np.cumsum(w[order])
+    i = np.searchsorted(cw, np.asarray(qs, dtype=float) / 100.0 * cw[-1], side="left")
+    return [float(v[min(int(k), len(v) - 1)]) for k in i]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from diag.analysis import intervals
 from diag.analysis.catalog import PERCENTILES, Metric
-from diag.analysis.columns import weighted_percentile, weights
+from diag.analysis.columns import weighted_percentile, weighted_percentiles, weights
 from diag.analysis.context import Context, complete, num, steady_context
 from diag.analysis.phases import Phases, compute_phases
 from diag.store.run import Run
@@ -58,8 +58,9 @@ class Latencies:
         """count (calls, weighted), mean_ms, p50_ms ... p99_ms, max_ms: None where there is no call."""
         if not len(self.ms):
             return {"count": 0.0, "mean_ms": None, **{f"p{q}_ms": None for q in PERCENTILES}, "max_ms": None}
+        pct = weighted_percentiles(self.ms, self.weight, PERCENTILES)
         return {"count": float(self.weight.sum()), "mean_ms": float(np.average(self.ms, weights=self.weight)),
-                **{f"p{q}_ms": weighted_percentile(self.ms, self.weight, q) for q in PERCENTILES},
+                **{f"p{q}_ms": p for q, p in zip(PERCENTILES, pct, strict=True)},
                 "max_ms": float(self.ms.max())}
 
 
@@ -133,7 +134,7 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     out["steady.requests"] = float(rw.sum())
     out["steady.requests_per_s"] = float(rw.sum()) / T
     out["steady.request_concurrency"] = float(np.nansum(dur_ms * rw)) / 1e3 / T
-    steps = complete(ctx.run, "steps")
+    steps = _StepArrays.of(complete(ctx.run, "steps"))
     wait = queue_wait_ns(req, steps)
     ok = ~np.isnan(wait)
     if ok.sum() == 0:
@@ -142,8 +143,9 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     rw = rw[ok]
     w = np.clip(wait[ok], 0, total)
     service = total - w
-    out["steady.queue_wait_p50_ms"] = weighted_percentile(w, rw, 50) / 1e6
-    out["steady.queue_wait_p90_ms"] = weighted_percentile(w, rw, 90) / 1e6
+    p50, p90 = weighted_percentiles(w, rw, (50, 90))
+    out["steady.queue_wait_p50_ms"] = p50 / 1e6  # type: ignore[operator]
+    out["steady.queue_wait_p90_ms"] = p90 / 1e6  # type: ignore[operator]
     out["steady.service_p50_ms"] = weighted_percentile(service, rw, 50) / 1e6
     tw, ts_ = float((w * rw).sum()), float((total * rw).sum())
     out["steady.queue_wait_share"] = tw / ts_ if ts_ > 0 else None
@@ -152,7 +154,7 @@ def _requests(ctx: Context, out: dict[str, float | None]) -> None:
     out["steady.queue_behind_model_share"] = _behind_model(req[ok], w, steps)
 
 
-def _behind_model(req: pd.DataFrame, wait: np.ndarray, steps: pd.DataFrame) -> float | None:
+def _behind_model(req: pd.DataFrame, wait: np.ndarray, steps: _StepArrays) -> float | None:
     """Share of the requests' queue wait during which their process's model ran (other) steps."""
     total = float(wait.sum())
     if total <= 0:
@@ -160,18 +162,17 @@ def _behind_model(req: pd.DataFrame, wait: np.ndarray, steps: pd.DataFrame) -> f
     behind = 0.0
     a_all = req["ts_ns"].to_numpy(dtype=np.int64)
     pids = req["pid"].to_numpy()
-    for pid, g in steps.groupby("pid"):
+    for pid, rows in steps.by_pid():
         sel = pids == pid
         if not sel.any():
             continue
-        st = g["ts_ns"].to_numpy(dtype=np.int64)
+        st = steps.ts[rows]
         a = a_all[sel]
-        behind += float(intervals.covered(st, st + g["dur_ns"].to_numpy(dtype=np.int64), a,
-                                          a + wait[sel].astype(np.int64)).sum())
+        behind += float(intervals.covered(st, st + steps.dur[rows], a, a + wait[sel].astype(np.int64)).sum())
     return behind / total
 
 
-def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame | _StepArrays) -> np.ndarray:
     """Per request: time from arrival to the start of the step that served it (NaN if none).
 
     A thread that serves its requests one at a time serves each with its first
@@ -184,24 +185,27 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     request's, and a step that starts after the request closed cannot have served it.
     """
     out = np.full(len(req), np.nan)
-    if steps.empty:
+    steps = steps if isinstance(steps, _StepArrays) else _StepArrays.of(steps)
+    if not len(steps.ts):
         return out
     r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
     r_end = r_ts + req["dur_ns"].to_numpy(dtype=np.int64)
     r_pid = req["pid"].to_numpy()
     r_tid = req["tid"].to_numpy()
     slack = 1_000_000  # a request may close a moment before the step's own end is recorded
-    for pid, g in steps.groupby("pid"):
+    for pid, rows in steps.by_pid():
         sel = np.flatnonzero(r_pid == pid)
         if not len(sel):
             continue
-        g = g.sort_values("ts_ns")
-        st = g["ts_ns"].to_numpy(dtype=np.int64)
-        en = st + g["dur_ns"].to_numpy(dtype=np.int64)
+        rows = rows[np.argsort(steps.ts[rows], kind="quicksort")]  # by start, as sort_values("ts_ns")
+        st = steps.ts[rows]
+        en = st + steps.dur[rows]
+        g_dense = steps.w[rows] == 1
+        g_tid = steps.tid[rows]
         # last step (by end) ending before the request completes
         order = np.argsort(en, kind="stable")
         en_sorted, st_by_end = en[order], st[order]
-        dense = (weights(g) == 1)[order]  # 1-in-k kept rows: the serving step may be missing
+        dense = g_dense[order]  # 1-in-k kept rows: the serving step may be missing
         j = np.searchsorted(en_sorted, r_end[sel] + slack, side="right") - 1
         last_ok = (j >= 0)
         jj = np.clip(j, 0, None)
@@ -209,17 +213,18 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
         last_ok &= (last_start >= r_ts[sel]) & (last_start < r_end[sel])
         last_ok &= dense[jj] & dense[np.clip(jj + 1, 0, len(dense) - 1)]
         out[sel[last_ok]] = (last_start[last_ok] - r_ts[sel][last_ok]).astype(float)
-        for tid, tg in g.groupby("tid"):
+        for tid in _keys(g_tid):
             tsel = sel[r_tid[sel] == tid]
             if not len(tsel):
                 continue
-            tst = tg["ts_ns"].to_numpy(dtype=np.int64)
-            tdense = weights(tg) == 1
+            trows = np.flatnonzero(g_tid == tid)
+            tst = st[trows]
+            tdense = g_dense[trows]
             if _concurrent(r_ts[tsel], r_end[tsel]):
                 # several requests open at once on this thread: it closed each right after the
                 # step that served it, the last of its steps that started inside the request
                 # and ended before it closed
-                ten = tst + tg["dur_ns"].to_numpy(dtype=np.int64)
+                ten = en[trows]
                 order = np.argsort(ten, kind="stable")
                 k = np.searchsorted(ten[order], r_end[tsel], side="right") - 1
                 ok = k >= 0
@@ -239,6 +244,35 @@ def queue_wait_ns(req: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _StepArrays:
+    """The step columns the queue-wait arithmetic reads, as arrays: grouping these by process and
+    thread costs nothing next to splitting the whole steps frame (strings and all) per group."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    w: np.ndarray  # weights()
+
+    @staticmethod
+    def of(steps: pd.DataFrame) -> _StepArrays:
+        if steps.empty:
+            e = np.array([], dtype=np.int64)
+            return _StepArrays(e, e, e, e, np.array([]))
+        return _StepArrays(steps["ts_ns"].to_numpy(dtype=np.int64), steps["dur_ns"].to_numpy(dtype=np.int64),
+                           steps["pid"].to_numpy(), steps["tid"].to_numpy(), weights(steps))
+
+    def by_pid(self) -> list[tuple[object, np.ndarray]]:
+        """(pid, its rows in table order) per process, pids sorted: as groupby("pid") iterates."""
+        return [(pid, np.flatnonzero(self.pid == pid)) for pid in _keys(self.pid)]
+
+
+def _keys(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted, without NaN: groupby's keys."""
+    return np.sort(pd.unique(values[pd.notna(values)]))
+
+
 def _concurrent(starts: np.ndarray, ends: np.ndarray) -> bool:
     """Whether any two of these requests overlap in time (one thread juggling several)."""
     order = np.argsort(starts, kind="stable")
@@ -248,11 +282,13 @@ def _concurrent(starts: np.ndarray, ends: np.ndarray) -> bool:
 
 def _input_rank(counts: pd.Series) -> float | None:
     """Median number of dimensions of the first input, from counts of shape strings like '[[8,3,224,224]]'."""
-    ranks = []
+    ranks, times = [], []
     for text, count in ((str(k), n) for k, n in counts.items()):
         first = text.lstrip("[ ").split("]")[0] if text.startswith("[[") else ""
         if not first and text.startswith("[["):
             continue
         if first:
-            ranks += [len([d for d in first.split(",") if d.strip()])] * int(count)
-    return float(np.median(ranks)) if ranks else None
+            ranks.append(len([d for d in first.split(",") if d.strip()]))
+            times.append(int(count))
+    # each shape's rank counted as often as the shape occurs (no list as long as the steps)
+    return float(np.median(np.repeat(np.array(ranks, dtype=np.int64), times))) if ranks else None

@@ -175,7 +175,9 @@ def compile_expr(source: str, known: Iterable[str]) -> Expr:
     unknown = sorted(m for m in used | optional if m not in known)
     if unknown:
         raise ValueError(f"unknown metric {unknown[0]!r} in {source!r}")
-    return Expr(text, frozenset(used), frozenset(optional), SimpleEval.parse(text))
+    # the one parse serves the evaluator too (what SimpleEval.parse(text) would build: the statement
+    # holding the expression), and bounds() reads it: rules load with one parse per expression
+    return Expr(text, frozenset(used), frozenset(optional), ast.copy_location(ast.Expr(value=tree.body), tree.body))
 
 
 def _check_size(tree: ast.AST, source: str) -> None:
@@ -213,7 +215,7 @@ def bounds(expr: Expr) -> dict[str, list[tuple[str, float]]]:
     other metrics say nothing alone.
     """
     names = {_ident(m): m for m in expr.metrics}
-    tree = ast.parse(expr.source, mode="eval").body
+    tree = expr._tree.value if isinstance(expr._tree, ast.Expr) else ast.parse(expr.source, mode="eval").body
     terms = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
     out: dict[str, list[tuple[str, float]]] = {}
     for term in terms:
