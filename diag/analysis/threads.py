@@ -132,7 +132,10 @@ def threads(ctx: Context) -> list[ThreadInfo]:
             if not mine.empty:
                 running = mine[~as_bool(mine["idle"])]
                 # count each distinct stack once: samples repeat a few hundred stacks thousands of times
-                counts = Counter(s for s in running["stack"] if isinstance(s, str))
+                # factorize: distinct stacks in order of appearance, without iterating the string column
+                codes, stacks = pd.factorize(running["stack"].array)
+                counts = {s: c for s, c in zip(stacks, np.bincount(codes[codes >= 0], minlength=len(stacks)).tolist(),
+                                               strict=True) if isinstance(s, str)}
                 working = {s: c for s, c in counts.items() if not _SELECTOR.search(s.rpartition(";")[2])}
                 n = sum(working.values())
                 own: Counter[str] = Counter()
