@@ -90,7 +90,7 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
         on = (steps["pid"].to_numpy() == phases.main_pid) & (steps["tid"].to_numpy() == phases.main_tid)
         cols = ["ts_ns", "dur_ns", "in_window"] + (["shapes"] if "shapes" in steps.columns else [])
         every = steps[cols][on]
-        once = one_off_shapes(every["shapes"].to_numpy()) if "shapes" in every.columns else np.zeros(len(every), bool)
+        once = one_off_shapes(every["shapes"]) if "shapes" in every.columns else np.zeros(len(every), bool)
         keep = ~as_bool(every["in_window"])
         mine, once = every[keep], once[keep]
         t0 = phases.steady.start_ns
