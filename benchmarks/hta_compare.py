@@ -16,6 +16,8 @@ What is compared (percentages; "span" is each tool's GPU timeline, see below):
 - busy: HTA 100 - idle_time_pctg (union of every GPU event, memcpy/memset included,
   from the first to the last one); diag steady.gpu_busy_kernels (union of kernels,
   copies excluded, over the kernel windows: the GPU-active span or the profiled steps).
+- active: the same HTA figure; diag gpu_busy_kernels + memcpy_exposed_share (copies
+  running with no kernel), which is what HTA's "not idle" means.
 - compute: HTA compute_time_pctg (union of COMPUTATION kernels / span); diag
   gpu_busy_kernels - comm_exposed_share (kernels = compute + communication, so the
   union of compute kernels is the union of kernels less communication running alone).
@@ -48,7 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "data" / "traces"
-FIELDS = ("busy", "compute", "comm/kern", "memcpy")
+FIELDS = ("busy", "active", "compute", "comm/kern", "memcpy")
 
 # The child: one HTA TraceAnalysis over one folder of rank traces; prints its figures as JSON.
 CHILD = """
@@ -140,7 +142,8 @@ def hta_figures(r: dict) -> dict[str, float | None]:
     sums = r["sums_us"]
     comp, comm = sums.get("COMPUTATION", 0.0), sums.get("COMMUNICATION", 0.0)
     span = r["span_us"]
-    return {"busy": 100 * (1 - r["idle"]), "compute": 100 * r["compute"],
+    busy = 100 * (1 - r["idle"])
+    return {"busy": busy, "active": busy, "compute": 100 * r["compute"],
             "comm/kern": 100 * comm / (comp + comm) if comp + comm > 0 else None,
             "memcpy": 100 * r["memory_union_us"] / span if span > 0 else None}
 
@@ -153,11 +156,12 @@ def diag_figures(m: dict) -> dict[str, float | None]:
     if comm is None and m.get("steady.kernel_mean_us") is not None:
         comm = 0.0  # kernels but no communication: diag leaves the share out
     copy = m.get("steady.memcpy_window_share")
+    alone = m.get("steady.memcpy_exposed_share") or 0.0
 
     def pct(v: float | None) -> float | None:
         return None if v is None else 100 * v
 
-    return {"busy": pct(busy), "compute": pct(None if busy is None else busy - exposed),
+    return {"busy": pct(busy), "active": pct(None if busy is None else busy + alone), "compute": pct(None if busy is None else busy - exposed),
             "comm/kern": pct(comm), "memcpy": pct(copy)}
 
 
