@@ -76,7 +76,7 @@ CASES = [
     ("memory.dram_bandwidth", dict(GPU, steady__gpu_busy=0.95, steady__dram_bw_util=0.85, steady__math_active=0.1),
      {"steady__dram_bw_util": 0.2}, "torch.compile"),
     ("memory.elementwise_kernels", dict(GPU, steady__gpu_busy=0.9, steady__kernel_elementwise_share=0.8,
-                                        steady__kernel_mean_us=40),
+                                        steady__kernel_mean_us=40, steady__kernel_elementwise_wmean_us=40),
      {"steady__kernel_elementwise_share": 0.1}, "torch.compile"),
     ("cold.startup_dominates", dict(GPU, coldstart__share=0.6, coldstart__excess_s=30, startup__model_load_s=20,
                                     startup__first_step_s=5, warmup__excess_s=3, run__duration_s=60),

@@ -41,7 +41,4 @@ EXPECTED: dict[str, tuple[str, str]] = {
 }
 
 # Traces diag still gets wrong, with why; the test expects them to fail until fixed.
-KNOWN_MISSES: dict[str, str] = {
-    "tracelens_mi210_gpu_only.json.gz": "memory.elementwise_kernels needs kernel_mean_us >= 10; this trace's mean is 9.5 us, "
-                                       "so only compute.gpu_matmul_kernels' weak no-elementwise term fires (0.23)",
-}
+KNOWN_MISSES: dict[str, str] = {}

@@ -55,10 +55,10 @@ METRICS = [
            "instance of the same collective (same kernel and message size) in the run."),
     Metric("steady.comm_exposed_transfer_share", "ratio",
            "Share of the GPU timeline with a collective moving bytes (not waiting for a peer) and no compute kernel "
-           "running: the communication cost the links themselves set. Collectives of unknown size count whole."),
+           "running. Collectives of unknown size count whole."),
     Metric("steady.comm_exposed_transfer_step_p50", "ratio",
-           "Median over steps of each step's exposed transfer share (comm_exposed_transfer_share over the step's "
-           "GPU span): robust to a window's first step, where ranks wait for the one that opened the window late."),
+           "Median over steps of each step's exposed transfer share (over the step's GPU span): robust to a "
+           "window's first steps, where ranks wait for the one that opened the window late."),
     Metric("steady.comm_exposed_wait_share", "ratio",
            "Share of the GPU timeline with collectives waiting for a peer and no compute kernel running: load "
            "imbalance or skew between ranks, set by what the slowest rank does."),

@@ -39,6 +39,9 @@ METRICS = [
     Metric("steady.kernel_matmul_share", "ratio", "Share of kernel time in GEMM, convolution and attention kernels."),
     Metric("steady.kernel_conv_share", "ratio", "Share of kernel time in convolution kernels."),
     Metric("steady.kernel_elementwise_share", "ratio", "Share of kernel time in elementwise, reduction and norm kernels."),
+    Metric("steady.kernel_elementwise_wmean_us", "us",
+           "Duration-weighted mean of elementwise, reduction and norm kernel durations (sum d^2 / sum d): the "
+           "kernel size that work runs in."),
     Metric("steady.memcpy_window_share", "ratio", "Share of kernel-window time with a host<->device memcpy running."),
     Metric("steady.memcpy_exposed_share", "ratio",
            "Share of kernel-window time with a memcpy running and no kernel: copy time not hidden behind compute."),
@@ -191,7 +194,10 @@ def _kernels(ctx: Context, out: dict[str, float | None]) -> None:
         if tot > 0:
             out["steady.kernel_matmul_share"] = float(np.nansum(kd[cat.isin(MATMUL).to_numpy()])) / tot
             out["steady.kernel_conv_share"] = float(np.nansum(kd[(cat == "conv").to_numpy()])) / tot
-            out["steady.kernel_elementwise_share"] = float(np.nansum(kd[cat.isin(ELEMENTWISE).to_numpy()])) / tot
+            ew = kd[cat.isin(ELEMENTWISE).to_numpy()]
+            out["steady.kernel_elementwise_share"] = float(np.nansum(ew)) / tot
+            if np.nansum(ew) > 0:
+                out["steady.kernel_elementwise_wmean_us"] = float(np.nansum(ew * ew) / np.nansum(ew)) / 1e3
         steps = num(windows["steps"]).sum() if not windows.empty else np.nan
         if steps and steps == steps and steps > 0:
             out["steady.kernels_per_step"] = len(kern) / float(steps)

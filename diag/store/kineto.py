@@ -50,8 +50,11 @@ CATEGORY_PATTERNS: list[tuple[str, str]] = [
     # (_matmul_ogs from triton_kernels, fused_moe_kernel).
     ("gemm", r"gemm|gemv|cutlass|cublas|nvjet|wgmma|xmma|matmul|^cijk_|hipblaslt|^bmm_|wvsplitk|fused_moe"),
     ("reduction", r"reduce|reduction|softmax|argmax|argmin|topk|cumsum|scan_"),
+    # MIOpen's tensor ops (SubTensorOpWithScalar1d, OpTensorFwdBias, Op2dTensorGeneric) and pooling
+    # read and write whole tensors with little math: elementwise work.
     ("elementwise", r"elementwise|vectorized|unrolled|pointwise|copy_kernel|fill_kernel|catarray|transpose"
-                    r"|gather_kernel|scatter|index_kernel|multi_tensor_apply|act_and_mul|reshape_and_cache"),
+                    r"|gather_kernel|scatter|index_kernel|multi_tensor_apply|act_and_mul|reshape_and_cache"
+                    r"|subtensorop|^op(?:\dd)?tensor|max_pool|avg_pool|adaptive_(?:max|avg)_pool"),
 ]
 _CATEGORY_RES = [(cat, re.compile(pat, re.IGNORECASE)) for cat, pat in CATEGORY_PATTERNS]
 
