@@ -6,7 +6,7 @@ Each test fails on the reasoning diag had before the fix it names (docs/rules.md
 from __future__ import annotations
 
 import numpy as np
-from analysis_fixtures import RunBuilder, ns
+from analysis_fixtures import RunBuilder, _loop, ns
 
 from diag.analysis.phases import one_off_shapes
 from diag.engine import diagnose
@@ -42,3 +42,44 @@ def test_a_short_batch_job_that_prewarms_more_than_it_scores_is_cold_start(tmp_p
     # old code: the batch-16 pre-warm call opened the steady state, coldstart.share 0.30, compute_bound 0.70
     assert d.metrics["coldstart.share"] >= 0.4, d.metrics["coldstart.share"]
     assert d.primary == "cold_start" and d.margin >= 0.2, (d.scores, d.margin)
+
+
+LOADER_WAIT = ("<module> (load.py:85);main (load.py:74);_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:725);"
+               "_MultiProcessingDataLoaderIter._try_get_data (torch/utils/data/dataloader.py:1291);"
+               "Queue.get (multiprocessing/queues.py:113);_ConnectionBase.poll (multiprocessing/connection.py:257);"
+               "Connection._poll (multiprocessing/connection.py:440);wait (multiprocessing/connection.py:947);"
+               "_PollLikeSelector.select (selectors.py:415)")
+
+
+def _record_loader(path: str) -> RunBuilder:
+    """record_loader on the shared 2-core box: 2 DataLoader workers inflate and parse records (0.9 core), the
+    main thread runs a small ResNet 55% of each cycle and waits in the queue's poll the rest, a wait the
+    sampler never flagged idle (woken by a batch, the thread sits runnable in the same frame)."""
+    b = RunBuilder(path, duration_s=18.0, gpu=False)
+    period = 0.070
+    steps = _loop(b, period, 0.55)
+    b.stacks([(end, period * 0.45, LOADER_WAIT, False) for _, end in steps])
+    for k in (1, 2):
+        b.host(45, pid=1000 + k, ppid=1000)
+    b.thread_cpu(0.22, run_delay=0.4)
+    b.host(25)
+    return b
+
+
+def test_a_wait_for_ones_own_workers_is_waiting_whatever_the_idle_flag(tmp_path):
+    d = diagnose(_record_loader(str(tmp_path)).write())
+    # old code: the poll samples counted as work outside the model (capped at the thread's CPU)
+    assert d.metrics["steady.outside_busy_share"] <= 0.05, d.metrics["steady.outside_busy_share"]
+    assert d.primary == "cpu_bound" and d.margin >= 0.2, (d.scores, d.margin)
+
+
+def test_worker_wait_frames_are_the_blocking_leaves_only():
+    import pandas as pd
+
+    from diag.analysis.stacks import worker_wait_frames
+
+    unpickle = ("main (load.py:74);_MultiProcessingDataLoaderIter._try_get_data (torch/utils/data/dataloader.py:1291);"
+                "Queue.get (multiprocessing/queues.py:122);rebuild_storage_fd (torch/multiprocessing/reductions.py:511)")
+    got = worker_wait_frames(pd.Series([LOADER_WAIT, unpickle, "main (app.py:3);select (selectors.py:415)"]))
+    # a receive's unpickling is work; a select on a socket of one's own is not a worker wait
+    assert got.tolist() == [True, False, False]

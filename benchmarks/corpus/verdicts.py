@@ -82,6 +82,7 @@ def main() -> None:
                 continue
             scores = d.get("scores", {})
             runner, margin = (d["runner_up"], d["margin"]) if "margin" in d else margin_of(scores)
+            margin = margin or 0.0  # no verdict: no margin
             ok = ok_for(name, a.device, d.get("primary"), scores)
             m = d.get("metrics", {})
             print(f"{name}: expected {expected[name][a.device][0]} got {d.get('primary')} "

@@ -9,7 +9,7 @@ from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import as_bool, complete, weights
 from diag.analysis.context import Context, num, ratio
-from diag.analysis.stacks import io_frames, model_frames
+from diag.analysis.stacks import io_frames, model_frames, worker_wait_frames
 
 # A copy's wall time can include waiting for queued GPU work (a blocking copy
 # waits for the stream). No real host<->device link moves less than this, so
@@ -212,6 +212,9 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
     dur = (np.minimum(end, ctx.t1) - np.maximum(ts, ctx.t0)).clip(0) / 1e9 / ctx.seconds
     idle = as_bool(st["idle"])
     io = io_frames(st["stack"]).to_numpy()
+    # a thread in a wait for its own workers waits, whatever the sampler's idle flag says: woken by
+    # a worker's batch, it sits runnable (queued for a core) in the same frame
+    worker_wait = worker_wait_frames(st["stack"]).to_numpy()
     waits_s = np.concatenate([copies["ts_ns"].to_numpy(dtype=np.int64), syncs["ts_ns"].to_numpy(dtype=np.int64)])
     waits_e = np.concatenate([(copies["ts_ns"] + copies["dur_ns"]).to_numpy(dtype=np.int64),
                               (syncs["ts_ns"] + syncs["dur_ns"]).to_numpy(dtype=np.int64)])
@@ -224,13 +227,13 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
         r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
         in_req = intervals.inside(mid, r_ts, r_ts + req["dur_ns"].to_numpy(dtype=np.int64))
     return {
-        "active": float(dur[outside & ~idle & ~io].sum()),
+        "active": float(dur[outside & ~idle & ~io & ~worker_wait].sum()),
         "io": float(dur[outside & io & in_req].sum()),
         "io_all": float(dur[outside & io].sum()),
         # the same, only where the sampler saw the thread off the CPU
         "io_idle": float(dur[outside & io & idle & in_req].sum()),
         "io_all_idle": float(dur[outside & io & idle].sum()),
-        "known": float(dur[outside & idle & ~io].sum()),
+        "known": float(dur[outside & (idle | worker_wait) & ~io].sum()),
         "requests": not req.empty,
     }
 

@@ -31,6 +31,15 @@ WORKER_WAIT_FRAME = re.compile(
     r"|(?:\w+\.)*(?:_try_get_data|_get_data) \((?:[^;()]*/)?torch/utils/data/dataloader\.py:\d+\)"
 )
 
+# The innermost frame of a blocking wait in such a pipe or queue: a select or poll
+# on the pipe, the blocking receive, or a condition wait. (The unpickling that
+# follows a receive is work, and is not matched.)
+WAIT_LEAF = re.compile(
+    r"(?:\w+\.)*(?:select|poll|_poll|wait|_recv|_recv_bytes|recv_bytes|recv|get|_get) "
+    r"\((?:[^;()]*/)?(?:selectors|threading|queue|multiprocessing/(?:connection|queues|synchronize|popen_fork))"
+    r"\.py:\d+\)$"
+)
+
 
 # Frames only a thread inside a model call has on its stack: a torch Module call or an ORT run.
 MODEL_FRAME = re.compile(r"(?:_call_impl|_wrapped_call_impl) \([^;]*torch/nn/modules/module\.py|run \([^;]*onnxruntime/")
@@ -51,3 +60,8 @@ def io_frames(stacks: pd.Series) -> pd.Series:
 def model_frames(stacks: pd.Series) -> pd.Series:
     """Whether each stack is inside a model call (even where the step row itself was not kept)."""
     return _judge(stacks, lambda s: bool(MODEL_FRAME.search(s)))
+
+
+def worker_wait_frames(stacks: pd.Series) -> pd.Series:
+    """Whether each stack blocks in a pipe or queue to the program's own worker processes (WORKER_WAIT_FRAME)."""
+    return _judge(stacks, lambda s: bool(WAIT_LEAF.match(s.rpartition(";")[2])) and bool(WORKER_WAIT_FRAME.search(s)))

@@ -65,6 +65,15 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   program gets the same verdict on a busy host.
 - **Close scores are decided by evidence, never by reshaping scores**: thread
   on or off the CPU, GPU busy, the share of the run spent starting up.
+- **A pre-warm call is one-time cost however few steps follow it.** A short
+  batch job may warm up more shapes than it then scores: leading calls on
+  shapes never seen again are warm-up wherever they fall in the run, as long
+  as steps repeating one shape follow them.
+- **A wait for one's own workers is waiting, whatever the sampler's idle
+  flag says.** A thread blocked in the pipe or queue to its worker processes
+  (a DataLoader's `poll`/`select`) is woken by each batch and sits runnable in
+  that frame: its samples there count as a known wait, never as work outside
+  the model.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
