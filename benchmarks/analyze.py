@@ -35,8 +35,9 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # One `diag analyze --json` call, timed from before the import to the end.
 _WALL = ("import resource, sys, time; t = time.perf_counter(); from diag.cli import main; "
          "rc = main(['analyze', sys.argv[1], '--json']); "
-         "sys.stderr.write('WALL %f RSS %d\\n' % (time.perf_counter() - t, "
-         "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)); sys.exit(rc)")
+         "u = resource.getrusage(resource.RUSAGE_SELF); "
+         "sys.stderr.write('WALL %f RSS %d CPU %f\\n' % (time.perf_counter() - t, u.ru_maxrss * 1024, "
+         "u.ru_utime + u.ru_stime)); sys.exit(rc)")
 
 # The same work in steps (each tree has these functions), timed step by step.
 _STEPS = """
@@ -70,15 +71,16 @@ def _env(tree: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
-def _child(run_dir: str, tree: str = HERE) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one `diag analyze --json` process of `tree`."""
+def _child(run_dir: str, tree: str = HERE) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (bytes) and CPU seconds of one `diag analyze --json` process of `tree`
+    (CPU time, user + system, is the steadier figure on a shared box)."""
     proc = subprocess.run([sys.executable, "-c", _WALL, run_dir], capture_output=True, text=True, check=False,
                           cwd=tree, env=_env(tree))
     if proc.returncode != 0:
         raise SystemExit(f"diag analyze failed: {proc.stderr[-2000:]}")
     json.loads(proc.stdout)  # the output must be one JSON object
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("WALL ")][-1].split()
-    return float(line[1]), int(line[3])
+    return float(line[1]), int(line[3]), float(line[5])
 
 
 def _breakdown(run_dir: str, tree: str = HERE) -> dict[str, float]:
@@ -100,21 +102,25 @@ def _side_by_side(run_dir: str, before: str, repeats: int) -> dict[str, object]:
     trees = {"after": HERE, "before": os.path.abspath(before)}
     walls: dict[str, list[float]] = {k: [] for k in trees}
     rss: dict[str, list[int]] = {k: [] for k in trees}
+    cpu: dict[str, list[float]] = {k: [] for k in trees}
     parts: dict[str, list[dict[str, float]]] = {k: [] for k in trees}
     for i in range(repeats):
         order = list(trees) if i % 2 == 0 else list(trees)[::-1]  # neither tree always goes first
         for name in order:
-            w, r = _child(run_dir, trees[name])
+            w, r, c = _child(run_dir, trees[name])
             walls[name].append(w)
             rss[name].append(r)
+            cpu[name].append(c)
             parts[name].append(_breakdown(run_dir, trees[name]))
     out: dict[str, object] = {}
     for name in trees:
         out[name] = {"tree": trees[name], "wall_s_median": round(statistics.median(walls[name]), 3),
                      "wall_s": [round(w, 2) for w in walls[name]],
+                     "cpu_s_median": round(statistics.median(cpu[name]), 3),
                      "peak_rss_mb_median": round(statistics.median(rss[name]) / 2**20, 1),
                      "in_process_median": _median(parts[name])}
     out["ratio"] = round(statistics.median(walls["after"]) / statistics.median(walls["before"]), 3)
+    out["cpu_ratio"] = round(statistics.median(cpu["after"]) / statistics.median(cpu["before"]), 3)
     return out
 
 

@@ -9,9 +9,12 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Union of intervals, as sorted non-overlapping (starts, ends)."""
     if len(starts) == 0:
         return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-    order = np.argsort(starts, kind="stable")
-    s = np.asarray(starts, dtype=np.int64)[order]
-    e = np.asarray(ends, dtype=np.int64)[order]
+    raw = np.asarray(starts)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if not (raw[1:] >= raw[:-1]).all():  # tables come sorted by start: sort only when they are not
+        order = np.argsort(raw, kind="stable")
+        s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
     # a new merged interval begins where a start lies beyond everything before it
     new = np.ones(len(s), dtype=bool)
