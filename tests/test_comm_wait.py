@@ -49,3 +49,43 @@ def test_message_bytes_from_kineto_args() -> None:
     assert message_bytes({"In msg nelems": 10, "Out msg nelems": 10, "dtype": "Float"}) == 40
     assert message_bytes({"grid": [1, 1, 1]}) is None
     assert message_bytes({"In msg nelems": 10, "dtype": "mystery"}) is None
+
+
+def test_peers_bound_the_transfer_without_sizes() -> None:
+    # two ranks, one all-reduce of unknown size per window: rank 0 waited, rank 1 arrived last
+    rows = []
+    for pid, dur in ((1, 300), (2, 6)):
+        for w in (0, 1):
+            rows.append({"ts_ns": (w * 1000 + 100) * US, "dur_ns": dur * US, "kind": "kernel", "window": w,
+                         "category": "communication", "name": "ncclDevKernel_AllReduce", "bytes": None, "pid": pid})
+            rows.append({"ts_ns": (w * 1000) * US, "dur_ns": 50 * US, "kind": "kernel", "window": w,
+                         "category": "gemm", "name": "gemm", "bytes": None, "pid": pid})
+    k = pd.DataFrame(rows)
+    floor = transfer_floor(k)
+    comm = (k["category"] == "communication").to_numpy()
+    assert floor[comm].tolist() == [6 * US] * 4
+    assert floor[~comm].tolist() == [50 * US] * 4
+    # ranks whose windows hold different collectives are not paired
+    odd = pd.concat([k, k.iloc[[0]].assign(name="ncclDevKernel_Broadcast", ts_ns=900 * US)], ignore_index=True)
+    assert transfer_floor(odd)[0] == 300 * US
+
+
+def test_recorded_compute_job_without_collective_sizes() -> None:
+    """The h200x2_compute run with diag's collective hooks' rows removed: peers alone tell the wait."""
+    from pathlib import Path
+
+    from diag.engine import diagnose
+    from diag.store.run import open_run
+
+    run = open_run(str(Path(__file__).parent / "data" / "multi_gpu" / "h200x2_compute"))
+    table = run.table
+
+    def without_comm_rows(name: str) -> pd.DataFrame:
+        t = table(name)
+        return t[t["kind"] != "comm"] if name == "events" else t
+
+    run.table = without_comm_rows  # type: ignore[method-assign]
+    d = diagnose(run)
+    assert d.metrics["steady.comm_sized_fraction"] == 0
+    assert d.metrics["steady.comm_wait_fraction"] > 0.9
+    assert d.primary == "compute_bound" and d.margin >= 0.2

@@ -125,11 +125,13 @@ def message_sizes(k: pd.DataFrame) -> np.ndarray:
 
 
 def transfer_floor(k: pd.DataFrame) -> np.ndarray:
-    """Per row: the shortest duration of the same collective in `k` (same kernel name and message
-    size), over every rank recorded: the time its transfer takes once all peers are there.
+    """Per row: an upper bound of the time its transfer takes once all peers are there.
 
-    A collective of unknown size is taken whole as transfer: the same kernel moving a larger
-    message would look like waiting. Other rows get their own duration."""
+    Two bounds, the tighter wins: the shortest duration of the same collective (same kernel
+    name and message size) in `k`, over every rank recorded; and, in a run holding several
+    ranks' kernel windows, the same instance on the other ranks (peer_floor). A collective
+    with neither is taken whole as transfer: the same kernel moving a larger message would
+    look like waiting. Other rows get their own duration."""
     dur = k["dur_ns"].to_numpy(dtype=np.int64)
     size = message_sizes(k)
     sized = ((k["category"].astype(str) == COMM) & (k["kind"].astype(str) == "kernel")).to_numpy() & ~np.isnan(size)
@@ -137,6 +139,32 @@ def transfer_floor(k: pd.DataFrame) -> np.ndarray:
     if sized.any():
         key = pd.Series(k["name"].astype(str).to_numpy()[sized]) + "|" + pd.Series(size[sized]).astype(str)
         out[sized] = pd.Series(dur[sized]).groupby(key.to_numpy()).transform("min").to_numpy(dtype=np.int64)
+    return np.minimum(out, peer_floor(k))
+
+
+def peer_floor(k: pd.DataFrame) -> np.ndarray:
+    """Per row: the shortest duration of the same collective instance over the ranks recorded.
+
+    Every rank runs the same collectives in the same order, and kernel windows open on the
+    same step number on every rank, so the i-th communication kernel of window w is one
+    collective on all of them: its transfer ends together everywhere, and the rank that
+    arrived last waited least. Used only where each rank's window holds the same kernels in
+    the same order; elsewhere (and for other rows) each row's own duration."""
+    dur = k["dur_ns"].to_numpy(dtype=np.int64)
+    out = dur.copy()
+    if "pid" not in k.columns or "window" not in k.columns or k["pid"].nunique() < 2:
+        return out
+    is_comm = ((k["category"].astype(str) == COMM) & (k["kind"].astype(str) == "kernel")).to_numpy()
+    c = k[is_comm].reset_index().sort_values("ts_ns", kind="stable")  # "index": the row's place in k
+    pos = pd.Series(np.arange(len(k)), index=k.index)
+    for _, w in c.groupby("window"):
+        ranks = [g for _, g in w.groupby("pid")]
+        names = [g["name"].astype(str).tolist() for g in ranks]
+        if len(ranks) < 2 or any(n != names[0] for n in names[1:]):
+            continue
+        fastest = np.min(np.stack([g["dur_ns"].to_numpy(dtype=np.int64) for g in ranks]), axis=0)
+        for g in ranks:
+            out[pos[g["index"]].to_numpy()] = fastest
     return out
 
 
@@ -208,7 +236,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.comm_overlap_fraction"] = max(0.0, 1.0 - total.exposed_ns / total.comm_ns)
         out["steady.comm_exposed_transfer_share"] = min(1.0, total.exposed_transfer_ns / total.timeline_ns)
         out.update(_bandwidth(k))
-        if out.get("steady.comm_sized_fraction"):  # waiting is only told apart where sizes are known
+        if out.get("steady.comm_sized_fraction") or total.wait_ns > 0:  # sizes or peers tell waiting apart
             out["steady.comm_wait_fraction"] = min(1.0, total.wait_ns / total.comm_ns)
             out["steady.comm_exposed_wait_share"] = max(0.0, min(1.0, (total.exposed_ns - total.exposed_transfer_ns)
                                                                  / total.timeline_ns))
