@@ -11,7 +11,7 @@ ms, the median and p95 of:
 - send_lag: the due time to the moment the client sent it (diag's own scheduling);
 - before: sent to the server's handler start (connection, request write, uvicorn's parse);
 - after: the server's handler end to the client's end (response write, client read).
-Also the host's load average while it ran: on a shared 2-core box the figures move with it.
+Also how many connections the server saw (keep-alive reuse), and the host's load average while it ran: on a shared 2-core box the figures move with it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-length", b"2"), (b"server-timing", f"app;dur={(t1 - t0) / 1e6:.3f}".encode())]})
     await send({"type": "http.response.body", "body": b"ok"})
-    LOG.write(f"{t0} {t1}\n")
+    LOG.write(f"{t0} {t1} {scope['client'][1] if scope.get('client') else 0}\n")
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="on")
 '''
@@ -113,6 +113,7 @@ def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0
     rows = rows[(rows["phase"] == "measure") & rows["error"].isna()].sort_values("sent_ns")
     srv_rows = np.array([[int(x) for x in line.split()] for line in log.read_text().splitlines()], dtype=np.int64)
     srv_rows = srv_rows[np.argsort(srv_rows[:, 0])]
+    connections = len(set(srv_rows[:, 2].tolist()))  # client ports the server saw (keep-alive reuse)
     # each client request is the first server request that started after it was sent
     idx = np.searchsorted(srv_rows[:, 0], rows["sent_ns"].to_numpy(dtype=np.int64))
     keep = idx < len(srv_rows)
@@ -123,7 +124,8 @@ def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0
     parts = {"diff": (end - due) - (s1 - s0), "send_lag": sent - due, "before": s0 - sent, "after": end - s1}
     fig: dict[str, float] = {"requests": float(ok.sum()), "paired_share": float(ok.mean()) if len(ok) else 0.0,
                              "server_p50_ms": float(np.median((s1 - s0)[ok]) / 1e6),
-                             "client_p50_ms": float(res["stats"]["p50_ms"]), "loadavg": (load0 + load1) / 2}
+                             "client_p50_ms": float(res["stats"]["p50_ms"]), "loadavg": (load0 + load1) / 2,
+                             "connections": float(connections)}
     for k, v in parts.items():
         v = v[ok] / 1e6
         fig[f"{k}_p50_ms"] = float(np.median(v))
