@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="diag-serving-"))
     out = Path(args.out) if args.out else work / "run"
     env = dict(os.environ, SERVE_VARIANT=args.variant, SERVE_MODEL=args.model, SERVE_ANNOTATE="1" if args.annotate else "0",
-               SERVE_TIMES=str(work), PYTHONPATH=str(ROOT))
+               SERVE_TIMES=str(work), PYTHONPATH=str(ROOT), SERVE_MAX_BATCH=str(args.max_batch),
+               SERVE_SERVICE_MS=str(args.service_ms))
     prof = subprocess.Popen([*DIAG, "profile", "--out", str(out), "--quiet", "--no-gpu", "--",
                              *server_cmd(args.server, port, args.workers)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -128,6 +129,9 @@ def main() -> None:
     p.add_argument("--model", choices=("small", "large"), default="small")
     p.add_argument("--annotate", action="store_true")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--max-batch", type=int, default=16, help="the batcher's limit (fastapi)")
+    p.add_argument("--service-ms", type=float, default=0,
+                   help="pad each model call to this long (fastapi): capacity max-batch * 1000 / service-ms")
     p.add_argument("--rate", type=float, default=20)
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--out", default="")
