@@ -123,6 +123,39 @@ def test_generate_is_a_request_with_token_times(rec) -> None:
     assert not model._forward_pre_hooks and not model._forward_hooks  # hooks removed
 
 
+class _CheckedGenerationMixin:
+    """Like transformers' decoding loop: `_has_unfinished_sequences` before the prefill and after each token."""
+
+    def _has_unfinished_sequences(self, finished: bool) -> bool:
+        return not finished
+
+    def generate(self, input_ids, max_new_tokens=4):
+        ids, finished = input_ids, False
+        while self._has_unfinished_sequences(finished):
+            time.sleep(0.03)  # preparing the next forward's inputs: after the token is known
+            logits = self(ids)
+            time.sleep(0.005)  # sampling
+            ids = torch.cat([ids, logits.argmax(-1, keepdim=True)], dim=-1)
+            finished = ids.shape[-1] - input_ids.shape[-1] >= max_new_tokens
+        return ids
+
+
+class _CheckedLM(_CheckedGenerationMixin, _TinyLM):
+    pass
+
+
+def test_a_token_is_ready_when_the_loop_checks_for_it_not_when_the_next_forward_starts(rec) -> None:
+    generate_hooks.install(rec, types.SimpleNamespace(GenerationMixin=_CheckedGenerationMixin))
+    out = _CheckedLM().generate(torch.zeros(1, 5, dtype=torch.long), max_new_tokens=3)
+    assert out.shape == (1, 8)
+    (row,) = rows(rec, "requests")
+    # prepare 30 ms + prefill 20 ms + sampling 5 ms; the next forward starts 30 ms later
+    assert 0.05e9 < row["ttft_ns"] < 0.078e9, row["ttft_ns"]
+    tokens = json.loads(row["token_ns"])
+    assert len(tokens) == 2 and all(0.035e9 < t < 0.07e9 for t in tokens)  # prepare 30 + decode 5 + sampling 5
+    assert row["ttft_ns"] + sum(tokens) <= row["dur_ns"]
+
+
 @pytest.mark.slow
 def test_real_transformers_generate_under_bootstrap(tmp_path) -> None:
     pytest.importorskip("transformers")

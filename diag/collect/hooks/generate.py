@@ -4,11 +4,15 @@ Installed when the target imports `transformers.generation.utils`:
 `GenerationMixin.generate` is wrapped at the class (a model that overrides
 `generate` is seen when it calls `super().generate()`; a generate nested in
 another, an assistant model's, is part of the outer one).
-No streamer: during one call, a forward pre-hook on the model notes when each
-of its forward calls starts. The first forward is the prefill; every later
-forward decodes one more token and starts only once the previous token is
-known (generate checks its stopping criteria between forwards), so token k
-is ready when forward k+1 starts, and the last one when generate returns.
+No streamer: generate's decoding loop asks `_has_unfinished_sequences`
+before its first forward and after each new token, and that question waits
+for the token on the host (it reads a device flag): token k is ready when
+call k+1 returns. Where those calls do not match the forwards one for one
+(another transformers version, assisted or beam decoding), a forward
+pre-hook's times stand in: every forward after the prefill starts only once
+the previous token is known, so token k is ready when forward k+1 starts
+(later by the Python between them: ~0.4 ms on a batch-1 H200 decode, 6% of
+its time to first token), and the last one when generate returns.
 Each forward is a step already (hooks/torch.py); this adds one `requests`
 row (source `generate`) per call: `ttft_ns`, `token_ns` (the time of each
 later token), `prefill_ns`, `tokens_in`, `tokens_out`, `forwards`.
@@ -18,6 +22,7 @@ decoding (several forwards per token) count their extra forwards as tokens.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import time
 from typing import Any
@@ -25,6 +30,8 @@ from typing import Any
 from ..request_context import CURRENT_REQUEST, Request
 
 _time_ns = time.time_ns
+# When each call of generate's `_has_unfinished_sequences` returned, in the generate() running now.
+_READY: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("diag_generate_ready", default=None)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -59,6 +66,7 @@ def run_generate(rec: Any, generate: Any, model: Any, args: tuple[Any, ...], kwa
     """Call `generate(model, *args, **kwargs)` and write its `requests` row."""
     starts: list[int] = []
     ends: list[int] = []
+    marks: list[int] = []
     handles = []
     try:
         req = Request("generate", "transformers", rec.tid())
@@ -72,6 +80,7 @@ def run_generate(rec: Any, generate: Any, model: Any, args: tuple[Any, ...], kwa
             handles.append(model.register_forward_pre_hook(lambda m, a: starts.append(_time_ns())))
             handles.append(model.register_forward_hook(lambda m, a, o: ends.append(_time_ns())))
         token = CURRENT_REQUEST.set(req)
+        ready_token = _READY.set(marks)
     except Exception as exc:  # noqa: BLE001 - never hurt the target: call it unrecorded
         rec.note("hooks.generate", f"generate() not recorded: {exc!r}")
         return generate(model, *args, **kwargs)
@@ -85,6 +94,7 @@ def run_generate(rec: Any, generate: Any, model: Any, args: tuple[Any, ...], kwa
     finally:
         end = _time_ns()
         CURRENT_REQUEST.reset(token)
+        _READY.reset(ready_token)
         for handle in handles:
             try:
                 handle.remove()
@@ -94,7 +104,10 @@ def run_generate(rec: Any, generate: Any, model: Any, args: tuple[Any, ...], kwa
             req.handler_end_ns = end
             if handles:
                 req.forwards = len(starts)
-                ready = [*starts[1:], end]  # token k is known when forward k+1 starts
+                if len(marks) == len(starts) + 1 >= 2:  # one check before the prefill, one after each token
+                    ready = marks[1:]
+                else:  # token k is known when forward k+1 starts
+                    ready = [*starts[1:], end]
                 if starts:
                     req.ttft_ns = ready[0] - req.start_ns
                     req.token_ns = [b - a for a, b in zip(ready, ready[1:], strict=False)]
@@ -120,3 +133,15 @@ def install(rec: Any, module: Any) -> None:
         return run_generate(rec, orig, self, args, kwargs)
 
     cls.generate = generate
+    check = getattr(cls, "_has_unfinished_sequences", None)
+    if check is not None:
+
+        @functools.wraps(check)
+        def has_unfinished(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = check(self, *args, **kwargs)
+            marks = _READY.get()
+            if marks is not None:
+                marks.append(_time_ns())
+            return out
+
+        cls._has_unfinished_sequences = has_unfinished
