@@ -354,7 +354,7 @@ def with_message_bytes(ctx: Context, k: pd.DataFrame) -> pd.DataFrame:
         return k
     events = ctx.run.table("events")
     windows = complete(ctx.run, "windows")
-    if events.empty or windows.empty or "pid" not in windows.columns:
+    if events.empty or windows.empty or not {"pid", "detail"} <= set(events.columns) or "pid" not in windows.columns:
         return k
     calls = events[(events["kind"].astype(str) == "comm").to_numpy()]
     if calls.empty:
