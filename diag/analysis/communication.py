@@ -373,7 +373,7 @@ def with_message_bytes(ctx: Context, k: pd.DataFrame) -> pd.DataFrame:
         for op in set(kernel_ops.dropna()):
             these = wc[(call_ops == op).to_numpy()]
             kernels = wk.index[(kernel_ops == op).to_numpy()]
-            if len(these) != len(kernels) or (these["weight"].fillna(1) != 1).any():
+            if len(these) != len(kernels) or ("weight" in these.columns and (these["weight"].fillna(1) != 1).any()):
                 continue  # sampled calls or kernels launched by other paths: no one-to-one pairing
             sizes.loc[kernels] = [_detail_bytes(d) for d in these["detail"]]
     return k.assign(bytes=sizes)
