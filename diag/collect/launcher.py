@@ -47,6 +47,7 @@ FORWARDED = tuple(sorted({getattr(signal, n) for n in _FORWARDED_NAMES if hasatt
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (the tty driver: to the whole foreground group)
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # forwarded: the job is being stopped
 FROM_TTY = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)  # sent to the group by the terminal
+STARTUP_WAIT_S = 10.0  # a cold start (first import, no bytecode cache, a loaded host) takes seconds
 
 
 def block_signals() -> None:
@@ -126,12 +127,17 @@ def wait(
     grace_s: float = 5.0,
     on_tick: Callable[[], None] | None = None,
     stop_when: Callable[[], bool] | None = None,
+    started: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Wait for the target, forwarding signals; stop it gracefully after `duration_s`.
 
     The graceful stop sends SIGINT, then SIGTERM after `grace_s`, then SIGKILL
     to the target and its descendants after another `grace_s`. `stop_when()`
     returning True starts the same graceful stop (`diag profile --load`: the load ended).
+    `started()` (optional) says whether the target runs its own code yet: the SIGINT
+    waits for it, at most STARTUP_WAIT_S (or `grace_s` if longer). A SIGINT that reaches Python during its start-up
+    ends it with a fatal error, or is lost (a KeyboardInterrupt raised in an import
+    lock's weakref callback is only printed), and only SIGTERM would stop the target.
     """
     deadline = time.monotonic() + duration_s if duration_s else None
     stop_stage, next_stage_at = 0, 0.0
@@ -147,7 +153,9 @@ def wait(
         tree.refresh(now)
         if stop_when is not None and (deadline is None or now < deadline) and stop_when():
             deadline = now
-        if deadline is not None and now >= deadline and now >= next_stage_at:
+        starting = stop_stage == 0 and started is not None and deadline is not None \
+            and deadline <= now < deadline + max(grace_s, STARTUP_WAIT_S) and not started()  # the SIGINT goes once its own code runs
+        if deadline is not None and now >= deadline and now >= next_stage_at and not starting:
             if stop_stage == 0:
                 _send(proc, signal.SIGINT)
             elif stop_stage == 1:

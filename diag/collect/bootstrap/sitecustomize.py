@@ -139,4 +139,11 @@ if os.environ.get("DIAG_RUN_DIR"):
                 _rec.note("bootstrap", f"diag bootstrap failed: {_exc!r}")
         except Exception:  # noqa: BLE001
             pass
-_chain_user_sitecustomize()
+try:
+    _chain_user_sitecustomize()
+finally:
+    # Start-up is over: `diag profile --duration` holds its SIGINT until this row (launcher.wait).
+    _mod = sys.modules.get(PRIVATE + ".collect.recorder")
+    _rec = _mod.active_recorder() if _mod is not None else None
+    if _rec is not None:
+        _rec.meta(startup_done=True)
