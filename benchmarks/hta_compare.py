@@ -34,6 +34,8 @@ on a trace of 10 us kernels. --hta-exact-ns turns that off (HTA_DISABLE_NS_ROUND
 
 HTA runs with include_last_profiler_step=True (its default drops the last step, and
 the trimmed traces keep only two or three); --hta-default-steps uses HTA's default.
+
+Results, and which tool is right where they differ: docs/accuracy.md, "Imported traces vs HTA".
 """
 
 from __future__ import annotations
