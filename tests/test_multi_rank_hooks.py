@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -65,3 +66,21 @@ def test_tensor_bytes() -> None:
     assert tensor_bytes((torch.ones(4, dtype=torch.bfloat16),), {}) == 8
     assert tensor_bytes(([torch.ones(2), torch.ones(2)], torch.ones(3)), {}) == 28
     assert tensor_bytes((None,), {"group": object()}) == 0
+
+
+def test_collectives_are_sampled_outside_kernel_windows_and_kept_whole_inside(tmp_path) -> None:
+    from diag.collect.hooks.distributed import DistributedHooks
+    from diag.collect.recorder import Recorder
+    from diag.store.jsonl import read_jsonl
+
+    rec = Recorder(str(tmp_path), {"gc": False, "detail_rows": 10})
+    hooks = DistributedHooks(rec, None)
+    for i in range(200):
+        rec.in_window = 100 <= i < 120  # a window of 20 collectives in the middle
+        hooks.record("all_reduce", i, 5, (), {})
+    rec.flush(final=True)
+    rows = [r for r in read_jsonl(os.path.join(str(tmp_path), "raw", f"events.{os.getpid()}.jsonl"))
+            if r["kind"] == "comm"]
+    inside = [r for r in rows if 100 <= r["ts_ns"] < 120]
+    assert len(inside) == 20 and all(r["weight"] == 1 for r in inside)
+    assert len(rows) < 120 and sum(r["weight"] for r in rows) >= 200 - 8  # totals kept by weights

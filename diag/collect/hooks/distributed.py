@@ -88,7 +88,9 @@ class DistributedHooks:
 
     def record(self, name: str, ts: int, dur: int, args: tuple, kwargs: dict) -> None:
         rec = self.rec
-        w = rec.weight("comm", rec.detail_full)
+        # Inside a kernel window every collective is kept: analysis matches them one to one with
+        # the window's NCCL kernels (their sizes); outside, the sampled rows' weights keep totals exact.
+        w = 1 if rec.in_window else rec.weight("comm", rec.detail_full)
         if not w:
             return
         rec.event("comm", name, ts_ns=ts, dur_ns=dur, weight=w, bytes=tensor_bytes(args, kwargs),
