@@ -41,7 +41,7 @@ EXPECTED: dict[str, dict[str, tuple[str | None, str]]] = {
         "cuda": ("cpu_bound", "same decompression on the host"),
     },
     "socket_feed": {
-        "cpu": ("io_bound", "a producer sends a window every 40 ms over TCP; the 1-D CNN takes a few ms, so the "
+        "cpu": ("io_bound", "a producer sends a window every 100 ms over TCP; the 1-D CNN takes a few ms, so the "
                 "stepping thread mostly blocks in recv_into"),
         "cuda": ("io_bound", "same paced socket"),
     },
