@@ -29,7 +29,6 @@ def problems(app) -> list[str]:  # noqa: ANN001
     return [str(s.render()) for s in app.query(".problem").results(Static)]
 
 
-@pytest.mark.xfail(strict=False, reason="with 9 tabs in 80 columns the click on the Run tab can land on Kernels (tab bar overflow); to fix")
 @sync
 async def test_number_keys_tab_and_click_switch_views(tui_runs):
     app = app_for(tui_runs, "gpu_compute")

@@ -69,6 +69,11 @@ class View(Vertical):
         except Exception as exc:  # noqa: BLE001 - same as above, for the widget-building half
             await self.remove_children()
             self.mount(Static(Text(f"could not show this view: {exc.__class__.__name__}: {exc}"), classes="problem"))
+        # Ready (and focused) after the refresh: show() may mount into a container not mounted yet,
+        # and a widget focused before it is in the DOM swallows every key (1-9, tab) until focus moves.
+        self.call_after_refresh(self._settled)
+
+    def _settled(self) -> None:
         self.ready = True
         if self.filter_text:
             self.apply_filter(self.filter_text)
@@ -96,5 +101,5 @@ class View(Vertical):
         """Give focus to the view's main list, if it has one."""
         for widget in self.query("DataTable, OptionList"):
             if widget.display:
-                widget.focus()
+                widget.focus(scroll_visible=False)  # the view opens at its top, its heading in sight
                 return
