@@ -1,4 +1,4 @@
-"""Soak on CPU: the 2-rank stand-in (gloo) under `diag profile -- torchrun --nproc-per-node 2 ...`, 5 runs in a
+"""Soak on CPU: the 2-rank stand-in (gloo) under `diag profile -- torchrun --nproc-per-node 2 ...`, 3 runs in a
 row with every collector on; each must finish within the bound. The GPU check runs the same script 20 times
 (docs/multi-gpu.md)."""
 
@@ -13,13 +13,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOAK = ROOT / "benchmarks" / "multi_gpu" / "soak.sh"
-RUNS = 5
+RUNS = 3  # the second and third runs find what a run leaves behind; the GPU check runs 20
 # Per run, on a loaded 2-core box: three torch imports (torchrun + 2 ranks) dominate (~15-50 s seen).
 BOUND_S = 150
 
 
 @pytest.mark.slow
-def test_five_runs_in_a_row_all_finish(tmp_path) -> None:
+def test_runs_in_a_row_all_finish(tmp_path) -> None:
     pytest.importorskip("torch.distributed")
     bin_dir = ROOT / ".venv" / "bin"
     if not (bin_dir / "torchrun").exists():
