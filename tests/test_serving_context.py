@@ -180,3 +180,20 @@ def test_real_transformers_generate_under_bootstrap(tmp_path) -> None:
     assert len(json.loads(row["token_ns"])) == 5 and 0 < row["ttft_ns"] < row["dur_ns"]
     assert abs(row["dur_ns"] / 1e9 - float(own_s)) / float(own_s) < 0.05
     assert len(run.table("steps")) == 6  # each forward is a step
+
+
+def test_recorded_h200_generate_agrees_with_the_programs_own_timing() -> None:
+    """benchmarks/generate_timing.py under diag profile on the H200: the program timed itself with a streamer."""
+    from pathlib import Path
+
+    from diag.engine import diagnose
+    from diag.store.run import open_run
+
+    data = Path(__file__).parent / "data" / "gpu"
+    own = json.loads((data / "hf_generate.own_timing.json").read_text())
+    d = diagnose(open_run(str(data / "hf_generate")))
+    m = d.metrics
+    for mine, theirs in (("ttft_p50_ms", "steady.ttft_p50_ms"), ("tpot_p50_ms", "steady.tpot_p50_ms"),
+                         ("tokens_per_s", "steady.gen_tokens_per_s")):
+        assert m[theirs] == pytest.approx(own[mine], rel=0.05), (theirs, m[theirs], own[mine])
+    assert d.primary == "launch_bound"

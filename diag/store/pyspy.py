@@ -306,7 +306,7 @@ def compact(path: str) -> str:
     """
     start_ns = _segment_start(path, {})
     out = os.path.join(os.path.dirname(path), f"stacks.{start_ns}.parquet")
-    parse_pyspy(path, start_ns).to_parquet(out + ".tmp", index=False)
+    parse_pyspy(path, start_ns).to_parquet(out + ".tmp", index=False, compression="zstd")  # as store/run.py
     os.replace(out + ".tmp", out)
     os.remove(path)
     return out
