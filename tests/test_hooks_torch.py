@@ -326,6 +326,24 @@ def test_cuda_event_schedule_and_resolution(tmp_path) -> None:
     assert _rows(rec2, "syncs") == []  # diag's own waits are not the program's syncs
 
 
+def test_fast_loops_time_fewer_steps_with_cuda_events(tmp_path, monkeypatch) -> None:
+    from diag.collect.hooks import torch as torch_hooks
+
+    clock = [0]
+    monkeypatch.setattr(torch_hooks, "_perf_ns", lambda: clock[0])
+    _, hooks = _fake_hooks(tmp_path, cuda_event_all=0, cuda_event_every=4)
+    timed = 0
+    for _ in range(20_000):  # 4000 steps a second: 250 µs each
+        clock[0] += 250_000
+        timed += hooks._start_events(0) is not None
+    assert hooks.event_every == 4000 // torch_hooks.MAX_TIMED_PER_S
+    assert timed < 20_000 / 10  # not 1 in 4 any more
+    for _ in range(5_000):  # slower steps (5 ms): back to the base schedule
+        clock[0] += 5_000_000
+        hooks._start_events(0)
+    assert hooks.event_every == 4
+
+
 class GpuNet:
     """A module on cuda:0 called without tensor inputs: the step's device comes from its parameters."""
 
