@@ -52,28 +52,6 @@ EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
             "CUDA graphs, still microseconds of work each; never advised to use reduce-overhead",
         ),
     },
-    # Variants recorded on the H200 (the run directory's name is not a sample workload's):
-    "ranker_graph_large": {
-        "cuda": (
-            "compute_bound",
-            "ranker_graph.py --large: the CUDA-graph replay of a wide fp32 MLP, milliseconds of GEMMs per step; "
-            "launch cost is gone and the math is the step (fp32, no tensor cores)",
-        ),
-    },
-    "ranker_compiled_default": {
-        "cuda": (
-            "launch_bound",
-            "ranker_compiled.py --mode default: inductor fuses the blocks but launches its ~69 kernels one by one "
-            "at batch 1; advised reduce-overhead, the mode it does not use",
-        ),
-    },
-    "hf_generate": {
-        "cuda": (
-            "launch_bound",
-            "benchmarks/generate_timing.py: transformers generate(), Llama-style 6 layers x 512, batch 1, 64 new "
-            "tokens: each token is a few hundred tiny kernels",
-        ),
-    },
     "cnn_pipeline": {
         "cpu": (
             "cpu_bound",

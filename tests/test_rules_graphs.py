@@ -125,17 +125,18 @@ def test_recorded_h200_large_graph_replays_are_judged_on_their_math() -> None:
     """ranker_graph.py --large on the H200: ms-long replays are steps; no graph advice, the fp32 math is named."""
     from diag.store.run import open_run
 
-    d = diagnose(open_run(str(DATA / "gpu" / "ranker_graph_large")))
+    d = diagnose(open_run(str(DATA / "gpu_variants" / "ranker_graph_large")))
     assert d.metrics["run.cuda_graphs"] == 1 and d.metrics["steady.steps"] > 1000
     assert d.primary == "compute_bound" and not any(a in _advice(d) for a in GRAPH_ADVICE)
 
 
 def test_recorded_h200_default_mode_compile_is_told_reduce_overhead_not_to_compile() -> None:
-    """ranker_compiled.py --mode default on the H200: compiled, no graphs; advice is the mode it lacks."""
+    """ranker_compiled.py --mode default, 8 s on the H200: compiled, no graphs; advice is the mode it lacks."""
     from diag.store.run import open_run
 
-    d = diagnose(open_run(str(DATA / "gpu" / "ranker_compiled_default")))
+    d = diagnose(open_run(str(DATA / "gpu_variants" / "ranker_compiled_default")))
     assert d.metrics["run.compiled"] == 1 and d.metrics["run.cuda_graphs"] == 0
     assert d.metrics["run.graph_breaks"] == 0 and d.metrics["steady.steps"] > 1000
-    assert d.primary == "launch_bound" and "reduce-overhead" in _advice(d)
+    # 27 s of compile in a 50 s run: launch-bound steps and a cold start both hold, close (0.65 / 0.58)
+    assert {d.primary, d.runner_up} == {"launch_bound", "cold_start"} and "reduce-overhead" in _advice(d)
     assert "graphs.compiled_call_overhead" in [f.rule for f in d.findings]

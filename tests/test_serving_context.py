@@ -189,7 +189,7 @@ def test_recorded_h200_generate_agrees_with_the_programs_own_timing() -> None:
     from diag.engine import diagnose
     from diag.store.run import open_run
 
-    data = Path(__file__).parent / "data" / "gpu"
+    data = Path(__file__).parent / "data" / "gpu_variants"
     own = json.loads((data / "hf_generate.own_timing.json").read_text())
     d = diagnose(open_run(str(data / "hf_generate")))
     m = d.metrics
