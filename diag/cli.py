@@ -43,7 +43,7 @@ def _add_profile_options(p: argparse.ArgumentParser) -> None:
                            metavar=o.metavar, help=o.help)
     p.add_argument("--set", dest="settings", action="append", type=parse_setting, default=[], metavar="NAME=VALUE",
                    help="a recording option without a flag of its own, e.g. copies=false, table_rows=20000 "
-                        "(docs/run-format.md lists them)")
+                        "(a wrong NAME lists them)")
 
 
 class _Parser(argparse.ArgumentParser):
