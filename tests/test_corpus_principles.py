@@ -51,7 +51,7 @@ LOADER_WAIT = ("<module> (load.py:85);main (load.py:74);_BaseDataLoaderIter.__ne
                "_PollLikeSelector.select (selectors.py:415)")
 
 
-def _record_loader(path: str) -> RunBuilder:
+def _record_loader(path: str, worker_pct: float = 45, worker_queued: float = 0.0) -> RunBuilder:
     """record_loader on the shared 2-core box: 2 DataLoader workers inflate and parse records (0.9 core), the
     main thread runs a small ResNet 55% of each cycle and waits in the queue's poll the rest, a wait the
     sampler never flagged idle (woken by a batch, the thread sits runnable in the same frame)."""
@@ -60,9 +60,13 @@ def _record_loader(path: str) -> RunBuilder:
     steps = _loop(b, period, 0.55)
     b.stacks([(end, period * 0.45, LOADER_WAIT, False) for _, end in steps])
     for k in (1, 2):
-        b.host(45, pid=1000 + k, ppid=1000)
+        b.host(worker_pct, pid=1000 + k, ppid=1000)
+        b.thread_cpu(worker_pct / 100, pid=1000 + k, tid=1000 + k, run_delay=worker_queued)
     b.thread_cpu(0.22, run_delay=0.4)
     b.host(25)
+    # other processes hold 1.6 cores beside the tree's (fixture host: 16 cores)
+    for t in np.arange(0, b.duration_s + 1e-9, 0.1):
+        b.add("system", ts_ns=ns(t), cpu_pct=100 * (0.25 + 2 * worker_pct / 100 + 1.6) / 16, iowait_pct=0.0)
     return b
 
 
@@ -83,3 +87,11 @@ def test_worker_wait_frames_are_the_blocking_leaves_only():
     got = worker_wait_frames(pd.Series([LOADER_WAIT, unpickle, "main (app.py:3);select (selectors.py:415)"]))
     # a receive's unpickling is work; a select on a socket of one's own is not a worker wait
     assert got.tolist() == [True, False, False]
+
+
+def test_input_workers_queued_for_a_core_still_want_it(tmp_path):
+    # a busy host: the two workers get 0.1 core each and wait for one 90% of the time (record_loader, pass 3)
+    d = diagnose(_record_loader(str(tmp_path), worker_pct=10, worker_queued=0.9).write())
+    assert d.metrics["steady.worker_cpu_cores"] < 0.5 <= d.metrics["steady.worker_cpu_demand"]
+    # old rule: judged on the 0.2 core they got, cpu.input_workers_busy did not fire
+    assert d.primary == "cpu_bound" and d.margin >= 0.2, (d.scores, d.margin)

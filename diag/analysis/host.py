@@ -17,6 +17,7 @@ METRICS = [
     Metric("steady.cpu_cores", "cores", "Logical cores of the host."),
     Metric("steady.process_cpu_share", "ratio", "Process-tree CPU / logical cores."),
     Metric("steady.worker_cpu_cores", "cores", "CPU used by processes other than the stepping one (workers, children)."),
+    Metric("steady.worker_cpu_demand", "cores", "Cores the other processes of the tree wanted: their CPU plus their threads' waits for a core (schedstat run delay)."),
     Metric("steady.system_cpu_share", "ratio", "Whole-machine CPU busy share."),
     Metric("steady.other_cpu_cores", "cores", "CPU used by processes outside the profiled tree: whole-machine CPU minus the tree's."),
     Metric("steady.rss_max_bytes", "bytes", "Peak resident memory of the process tree."),
@@ -44,6 +45,9 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.process_cpu_share"] = ratio(total, out["steady.cpu_cores"])
         main_pid = ctx.main[0] if ctx.main else None
         out["steady.worker_cpu_cores"] = float(per_pid[per_pid.index != main_pid].sum()) / 100
+        # a worker queued for a core wants one: on a busy host its CPU alone understates its work
+        queued = sum(_queued_s(ctx, int(p)) for p in per_pid.index if p != main_pid) / ctx.seconds
+        out["steady.worker_cpu_demand"] = out["steady.worker_cpu_cores"] + queued
         rss = host.groupby("ts_ns")["rss_bytes"].sum()
         out["steady.rss_max_bytes"] = float(rss.max()) if len(rss) else None
         out["steady.disk_read_bps"] = _rate(ctx, "read_bytes")

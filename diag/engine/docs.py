@@ -74,6 +74,9 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   (a DataLoader's `poll`/`select`) is woken by each batch and sits runnable in
   that frame: its samples there count as a known wait, never as work outside
   the model.
+- **Workers queued for a core still want it.** Input workers are judged on
+  the cores they want (`steady.worker_cpu_demand`: their CPU plus their
+  threads' waits for a core), not only the cores a busy host gave them.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
