@@ -2,6 +2,7 @@
 
     python benchmarks/twins.py --device cuda --runs 3 --seconds 20 --out /tmp/twins
     python benchmarks/twins.py --device cpu --runs 1 --seconds 4 --only mlp_batch   # a quick check
+    python benchmarks/twins.py --reuse --runs 1 --out RUNS   # compare runs recorded elsewhere, with today's rules
 
 For each (workload, fixed twin) pair: N runs of each under `diag profile`, then
 `diag compare BEFORE/ AFTER/ --json` (each side a directory of its N runs), and
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="twins-runs", help="folder for the runs")
     ap.add_argument("--only", action="append", choices=sorted(PAIRS), help="just these pairs")
     ap.add_argument("--python", default=sys.executable, help="the interpreter that runs diag and the programs")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep runs already under --out (e.g. recorded on a GPU host) and only compare them")
     args = ap.parse_args(argv)
     failed = False
     lines = ["| workload | fix applied | verdict before (rule) | predicted bound | point | realised [95% CI] "
@@ -93,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             folder = os.path.join(args.out, name, side)
             os.makedirs(folder, exist_ok=True)
             for i in range(args.runs):
+                if args.reuse and os.path.exists(os.path.join(folder, f"run{i + 1}", "run.json")):
+                    continue
                 rc = profile(script, os.path.join(folder, f"run{i + 1}"), args.device, args.seconds, args.python)
                 if rc != 0:
                     failed = True

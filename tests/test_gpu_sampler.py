@@ -59,6 +59,17 @@ class FakeNvml:
     def nvmlShutdown(self):
         self.inits -= 1
 
+    # PCIe link of device 0 only (device 1's NVML does not say: the fields stay null)
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        if h.index != 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 5
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        if h.index != 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 16
+
     def nvmlDeviceGetCount(self):
         return self.count
 
@@ -238,8 +249,10 @@ def test_inventory():
     assert inv == {
         "count": 2, "driver": "580.65.06", "cuda_driver": "13.0",
         "devices": [
-            {"index": 0, "name": "NVIDIA H200", "memory_bytes": 150_000_000_000, "uuid": "GPU-0", "gpm": True},
-            {"index": 1, "name": "NVIDIA A10", "memory_bytes": 150_000_000_000, "uuid": "GPU-1", "gpm": False},
+            {"index": 0, "name": "NVIDIA H200", "memory_bytes": 150_000_000_000, "uuid": "GPU-0", "gpm": True,
+             "pcie_gen": 5, "pcie_width": 16},
+            {"index": 1, "name": "NVIDIA A10", "memory_bytes": 150_000_000_000, "uuid": "GPU-1", "gpm": False,
+             "pcie_gen": None, "pcie_width": None},
         ],
     }
     assert nvml.inits == 0
@@ -276,3 +289,12 @@ def test_unexpected_exception_costs_one_column(tmp_path):
     assert st["status"] == "ok" and "TypeError" in st["errors"]["nvmlDeviceGetTemperature"]
     rows = _rows(tmp_path, "gpu")
     assert rows and all(r["temp_c"] is None and r["util_gpu"] == 87 for r in rows)
+
+
+def test_pinned_copy_speedup_comes_from_the_pcie_link() -> None:
+    from diag.analysis.shares import pcie_bps
+
+    gpu = {"devices": [{"index": 0, "pcie_gen": 5, "pcie_width": 16}]}
+    assert pcie_bps({"gpu": gpu}) == pytest.approx(63.0e9, rel=0.01)
+    assert pcie_bps({"gpu": {"devices": [{"pcie_gen": None, "pcie_width": None}]}}) is None
+    assert pcie_bps({}) is None

@@ -15,6 +15,9 @@ from diag.analysis.stacks import io_frames, model_frames, worker_wait_frames
 # waits for the stream). No real host<->device link moves less than this, so
 # time beyond bytes / this rate is counted as waiting, not copying.
 SLOWEST_LINK_BPS = 3e9
+# PCIe bytes/s per lane and direction, by generation (after line coding)
+PCIE_LANE_BPS = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+PINNED_EFFICIENCY = 0.8  # what pinned copies reach of the link's rate, typically
 _W = ["weight"]  # every interval table carries it (docs/run-format.md; 1 when rows are kept in full)
 
 METRICS = [
@@ -31,6 +34,9 @@ METRICS = [
     Metric("steady.copy_pageable_fraction", "ratio", "Fraction of copy time that moved pageable (not pinned) host memory."),
     Metric("steady.copy_bytes_per_step", "bytes", "Bytes copied between host and device per step."),
     Metric("steady.copy_bps", "bytes/s", "Host<->device copy throughput over the steady state."),
+    Metric("run.pcie_bw", "bytes/s", "The GPU's PCIe link rate per direction (its generation and width from NVML), where known."),
+    Metric("steady.pinned_copy_speedup", "factor",
+           "How much faster the pageable copies would run pinned: 80% of the PCIe link rate over the rate they reached (at least 1)."),
     Metric("steady.sync_share", "ratio", "Share of steady time the stepping thread is blocked in synchronizing calls."),
     Metric("steady.syncs_per_step", "count", "Synchronizing calls per step, inside or between steps."),
     Metric("steady.syncs_in_step_per_step", "count", "Synchronizing calls made inside the model call, per step."),
@@ -73,6 +79,13 @@ def compute(ctx: Context) -> dict[str, float | None]:
         out["steady.copy_pageable_fraction"] = ratio(float(cost[pageable].sum()), total)
         out["steady.copy_bytes_per_step"] = float(nbytes.sum()) / n_steps
         out["steady.copy_bps"] = float(nbytes.sum()) / T
+        link = pcie_bps(ctx.run.manifest)
+        if link is not None:
+            out["run.pcie_bw"] = link
+            page_s = float(dur[pageable].sum()) / 1e9
+            if page_s > 0:
+                out["steady.pinned_copy_speedup"] = max(1.0, PINNED_EFFICIENCY * link * page_s
+                                                        / float(nbytes[pageable].sum() or 1.0))
         outside = ~as_bool(copies["in_step"])
         # the thread is held for the copy's whole wall time (transfer or waiting for the GPU)
         copy_out_ns = float(dur[outside].sum())
@@ -262,3 +275,14 @@ def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None
                                  (slow["ts_ns"] + slow["dur_ns"]).to_numpy(dtype=np.int64), g_ts, g_end)
         # with 1 in k pauses kept, about k times more slow steps met one
         out["steady.gc_tail_overlap"] = min(1.0, float(hit.mean()) * float(gw.mean())) if len(hit) else 0.0
+
+
+def pcie_bps(manifest: dict) -> float | None:
+    """The first GPU's PCIe link rate per direction (bytes/s) from run.json, or None when not recorded."""
+    gpu = manifest.get("gpu")
+    devices = gpu.get("devices") if isinstance(gpu, dict) else None
+    for d in devices if isinstance(devices, list) else []:
+        gen, width = (d.get("pcie_gen"), d.get("pcie_width")) if isinstance(d, dict) else (None, None)
+        if gen in PCIE_LANE_BPS and isinstance(width, int) and width > 0:
+            return PCIE_LANE_BPS[gen] * width
+    return None

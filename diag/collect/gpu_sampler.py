@@ -373,12 +373,17 @@ def gpu_inventory(nvml: Any = None) -> dict[str, Any]:
             uuid = get(nvml.nvmlDeviceGetUUID, h)
             mem = get(nvml.nvmlDeviceGetMemoryInfo, h)
             support = get(nvml.nvmlGpmQueryDeviceSupport, h)
+            # the PCIe link the device can reach (a copy's ceiling; idle links drop to a lower generation)
+            pcie_gen = get(getattr(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", None), h)
+            pcie_width = get(getattr(nvml, "nvmlDeviceGetMaxPcieLinkWidth", None), h)
             devices.append({
                 "index": i,
                 "name": _text(name) if name is not None else None,
                 "memory_bytes": mem.total if mem is not None else None,
                 "uuid": _text(uuid) if uuid is not None else None,
                 "gpm": bool(getattr(support, "isSupportedDevice", 0)),
+                "pcie_gen": pcie_gen if isinstance(pcie_gen, int) else None,
+                "pcie_width": pcie_width if isinstance(pcie_width, int) else None,
             })
         return {
             "count": count,
