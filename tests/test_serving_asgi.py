@@ -82,3 +82,11 @@ def test_fastapi_under_uvicorn(tmp_path) -> None:
     assert any(name == "loop_executor" for name, _ in roles)
     (server,) = details(run.table("events"), "server")
     assert server["role"] == "single" and server["listen"] == [f"127.0.0.1:{port}"]
+
+
+def test_every_watched_server_module_has_an_installer_and_back() -> None:
+    from diag.collect.hooks import WATCHED, asgi, wsgi
+
+    for hooks_module, mod in ((".asgi", asgi), (".wsgi", wsgi)):
+        watched = {name for name, (hooks_name, _, _) in WATCHED.items() if hooks_name == hooks_module}
+        assert watched == set(mod.INSTALLERS)

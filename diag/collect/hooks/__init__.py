@@ -46,7 +46,9 @@ def activate(rec: Any, name: str, module: Any) -> None:
     try:
         import importlib
 
-        importlib.import_module(hooks_name, __package__).install(rec, module)
+        hooks = importlib.import_module(hooks_name, __package__)
+        installers = getattr(hooks, "INSTALLERS", None)  # a hooks module that patches several submodules
+        (installers[name] if installers is not None else hooks.install)(rec, module)
     except Exception as exc:  # noqa: BLE001 - never hurt the target
         rec.note(f"hooks.{name}", f"{name} hooks not installed: {exc!r}")
 

@@ -252,6 +252,7 @@ def _starlette(rec: Any, module: Any) -> None:
     cls.__call__ = __call__
 
 
+# imported submodule -> what patches it (hooks/__init__.py's WATCHED names the same submodules)
 INSTALLERS = {
     "uvicorn.config": _uvicorn_config,
     "uvicorn.server": _uvicorn_server,
@@ -262,8 +263,3 @@ INSTALLERS = {
     "uvicorn.protocols.http.zttp_h2_impl": _uvicorn_cycle,
     "starlette.applications": _starlette,
 }
-
-
-def install(rec: Any, module: Any) -> None:
-    """Hook one of the imported modules in INSTALLERS."""
-    INSTALLERS[module.__name__](rec, module)

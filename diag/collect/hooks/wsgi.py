@@ -261,6 +261,7 @@ def _flask(rec: Any, module: Any) -> None:
     cls.full_dispatch_request = full_dispatch_request
 
 
+# imported submodule -> what patches it (hooks/__init__.py's WATCHED names the same submodules)
 INSTALLERS = {
     "gunicorn.workers.base": _gunicorn_worker,
     "gunicorn.workers.sync": _gunicorn_sync,
@@ -268,8 +269,3 @@ INSTALLERS = {
     "gunicorn.arbiter": _gunicorn_arbiter,
     "flask.app": _flask,
 }
-
-
-def install(rec: Any, module: Any) -> None:
-    """Hook one of the imported modules in INSTALLERS."""
-    INSTALLERS[module.__name__](rec, module)
