@@ -56,7 +56,9 @@ class Context:
                 if by_end and "dur_ns" in df.columns:
                     hi = int(np.searchsorted(ts, self.t1, side="left"))
                     lo = int(np.searchsorted(ts, self.t0, side="left"))
-                    dur = pd.to_numeric(df["dur_ns"].iloc[:lo], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+                    head = df["dur_ns"].iloc[:lo]
+                    dur = (head.to_numpy(dtype=np.int64) if head.dtype.kind in "iu" and isinstance(head.dtype, np.dtype)
+                           else pd.to_numeric(head, errors="coerce").fillna(0).to_numpy(dtype=np.int64))
                     early = np.flatnonzero(ts[:lo] + dur > self.t0)  # started before, still running
                     if len(early) == 0:
                         df = df.iloc[lo:hi]
@@ -191,6 +193,8 @@ def ratio(num: float | None, den: float | None) -> float | None:
 
 def num(s: pd.Series) -> np.ndarray:
     """A numeric column as floats (None and junk become NaN)."""
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biuf":  # already numbers: to_numeric would copy first
+        return s.to_numpy(dtype=float)
     return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
 
 

@@ -54,6 +54,12 @@ def _total(rows: list[dict[str, Any]], key: str) -> float | None:
     return float(sum(vals)) if vals else None
 
 
+def _is_replay(steps: pd.DataFrame) -> np.ndarray:
+    """Which steps are outermost CUDA graph replays (compared in the column's own storage: turning
+    a long string column into Python objects first costs more than the comparison)."""
+    return steps["source"].eq("cuda_graph").to_numpy(dtype=bool, na_value=False)
+
+
 def compute(ctx: Context) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     run = ctx.run
@@ -61,7 +67,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
     all_steps = run.table("steps")
     if ev.empty:
         ev = pd.DataFrame(columns=["kind", "name", "detail"])
-    replay_src = all_steps["source"].to_numpy() == "cuda_graph" if not all_steps.empty else np.zeros(0, bool)
+    replay_src = _is_replay(all_steps) if not all_steps.empty else np.zeros(0, bool)
     g_sum = _details(ev, "cuda_graph", "summary")
     captures = int((ev["kind"] == "cuda_graph").sum() - len(g_sum)) if len(ev) else 0
     captured = _total(g_sum, "captured")
@@ -86,7 +92,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
     steady = ctx.steps(main_only=True, profiled=False, cols=["source", "weight"])
     if not steady.empty and graphs:
         w = weights(steady)
-        is_replay = steady["source"].to_numpy() == "cuda_graph"
+        is_replay = _is_replay(steady)
         share = float(w[is_replay].sum()) / max(1.0, float(w.sum()))
         # replays nested in other steps (a compiled call's cudagraph tree): spread over those steps
         nested = (out["run.graph_replays"] or 0.0) - replay_steps_total

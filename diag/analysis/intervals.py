@@ -36,15 +36,21 @@ def clipped_total(starts: np.ndarray, ends: np.ndarray, a: int, b: int) -> int:
 
 def inside(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Boolean mask: which timestamps fall inside any interval."""
-    s, e = merge(starts, ends)
     ts = np.asarray(ts, dtype=np.int64)
-    if len(s) == 0:
+    if len(starts) == 0:
         return np.zeros(len(ts), dtype=bool)
-    i = np.searchsorted(s, ts, side="right") - 1
-    ok = i >= 0
-    out = np.zeros(len(ts), dtype=bool)
-    out[ok] = ts[ok] < e[i[ok]]
-    return out
+    raw = np.asarray(starts)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if not (raw[1:] >= raw[:-1]).all():  # as in merge: sort only when not sorted by start
+        order = np.argsort(raw, kind="stable")
+        s, e = s[order], e[order]
+    # t is inside the union iff some interval starting at or before t ends after it: no need to
+    # build the union, the running maximum of the ends says it (reach[0]: no interval starts by t)
+    reach = np.empty(len(e) + 1, dtype=np.int64)
+    reach[0] = np.iinfo(np.int64).min
+    np.maximum.accumulate(e, out=reach[1:])
+    return ts < reach[np.searchsorted(s, ts, side="right")]
 
 
 def overlaps(a_starts: np.ndarray, a_ends: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -228,11 +228,12 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
     # a thread in a wait for its own workers waits, whatever the sampler's idle flag says: woken by
     # a worker's batch, it sits runnable (queued for a core) in the same frame
     worker_wait = worker_wait_frames(st["stack"]).to_numpy()
-    waits_s = np.concatenate([copies["ts_ns"].to_numpy(dtype=np.int64), syncs["ts_ns"].to_numpy(dtype=np.int64)])
-    waits_e = np.concatenate([(copies["ts_ns"] + copies["dur_ns"]).to_numpy(dtype=np.int64),
-                              (syncs["ts_ns"] + syncs["dur_ns"]).to_numpy(dtype=np.int64)])
     mid = ts + (end - ts) // 2  # a sample interval belongs where its middle lies
-    outside = ~intervals.inside(mid, s_ts, s_end) & ~intervals.inside(mid, waits_s, waits_e)
+    # inside the union of copies and syncs = inside either: each table is sorted, their concatenation not
+    outside = ~intervals.inside(mid, s_ts, s_end)
+    for waits in (copies, syncs):
+        w_ts = waits["ts_ns"].to_numpy(dtype=np.int64)
+        outside &= ~intervals.inside(mid, w_ts, w_ts + waits["dur_ns"].to_numpy(dtype=np.int64))
     outside &= ~model_frames(st["stack"]).to_numpy()  # a step whose row was sampled away
     req = ctx.requests()
     in_req = np.ones(len(ts), dtype=bool)

@@ -111,7 +111,10 @@ def _frame(name: str, rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame
             else:  # rows kept in full weigh 1 (the recorder thins long runs: docs/run-format.md)
                 df[col] = 1 if col == "weight" else None
     if "ts_ns" in df.columns and not df.empty:
-        df = df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+        # most tables are written in time order: sorting them again would copy every column
+        in_order = df["ts_ns"].is_monotonic_increasing and df.index.equals(pd.RangeIndex(len(df)))
+        if not in_order:
+            df = df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
     return df
 
 
@@ -127,6 +130,8 @@ def _load_parsers() -> None:
 
 
 def _raw_rows(run_dir: str, name: str, skipped: dict[str, int]) -> Rows:
+    if not os.path.isdir(os.path.join(run_dir, RAW_DIR)):
+        return []  # raw tables and the registered parsers' inputs all live in raw/: no parser to import
     _load_parsers()
     if name in _DERIVED:
         return _DERIVED[name](run_dir)
