@@ -130,8 +130,6 @@ def _load_parsers() -> None:
 
 
 def _raw_rows(run_dir: str, name: str, skipped: dict[str, int]) -> Rows:
-    if not os.path.isdir(os.path.join(run_dir, RAW_DIR)):
-        return []  # raw tables and the registered parsers' inputs all live in raw/: no parser to import
     _load_parsers()
     if name in _DERIVED:
         return _DERIVED[name](run_dir)
