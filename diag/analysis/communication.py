@@ -292,11 +292,13 @@ def link_bandwidth_gbs(run: Run) -> float | None:
 def _profiled_steps(ctx: Context) -> pd.DataFrame:
     """The steps whose kernels were recorded: the stepping thread's in the steady state, else (kernel
     windows all in the warm-up, as a multi-rank job's first windows are) every process's profiled steps."""
-    steps = ctx.steps(main_only=True, cols=["ts_ns", "dur_ns", "in_window", "pid"])
+    cols = ["ts_ns", "dur_ns", "in_window", "pid"]
+    steps = ctx.steps(main_only=True, cols=cols)
     if not steps.empty and "in_window" in steps.columns:
         steps = steps[steps["in_window"].astype(bool).to_numpy()]
     if steps.empty:
         steps = complete(ctx.run, "steps")
+        steps = steps[[c for c in cols if c in steps.columns]]  # filter only the columns used, not the texts
         if steps.empty or "in_window" not in steps.columns:
             return steps
         steps = steps[steps["in_window"].astype(bool).to_numpy()]
