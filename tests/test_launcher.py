@@ -152,7 +152,11 @@ def test_started_needs_the_bootstraps_row_from_a_python_root_only(tmp_path: Path
                            (["sleep", "5"], True)):
         proc = subprocess.Popen(argv)
         try:
-            assert _started(str(tmp_path), proc.pid)() is expected, argv
+            started = _started(str(tmp_path), proc.pid)
+            deadline = time.monotonic() + 5  # until the child's exec: it is this Python before that
+            while started() is not expected and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert started() is expected, argv
             if not expected:
                 (tmp_path / "raw" / f"meta.{proc.pid}.jsonl").write_text('{"ts_ns": 1, "startup_done": true}\n')
                 assert _started(str(tmp_path), proc.pid)() is True

@@ -305,21 +305,25 @@ def _started(run_dir: str, pid: int) -> Callable[[], bool]:
     written after the user's sitecustomize); a program the bootstrap cannot load in
     (not Python, or `python -I/-S/-E`) never will, so it counts as started at once.
     """
-    try:
-        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode(errors="replace").split("\0")
-    except OSError:
-        exe, argv = "", []
-    python = exe.startswith(("python", "pypy")) and not _skips_bootstrap(argv[1:])
     path = os.path.join(run_dir, RAW_DIR, f"meta.{pid}.jsonl")
     seen = False
+
+    def python_root() -> bool:
+        # Read at every call: just after the fork the process is still diag's own Python,
+        # until its exec; the image and argv are the target's from then on.
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            return False
+        return exe.startswith(("python", "pypy")) and not _skips_bootstrap(argv[1:])
 
     def started() -> bool:
         nonlocal seen
         if not seen:
             try:
-                seen = not python or any(row.get("startup_done") for row in read_jsonl(path))
+                seen = not python_root() or any(row.get("startup_done") for row in read_jsonl(path))
             except (OSError, DiagError):
                 pass  # no row yet
         return seen
