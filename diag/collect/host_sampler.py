@@ -190,6 +190,8 @@ class HostSampler(PeriodicSampler):
                 if p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
                     raise psutil.NoSuchProcess(pid)
                 row = self._process_row(p, pid, ts)
+                if row["rss_bytes"] == 0:  # exiting: its memory is released before it turns zombie
+                    raise psutil.NoSuchProcess(pid)
                 threads = _get(p.threads)
         except psutil.NoSuchProcess:  # gone (or a zombie) between the scan and now
             self._forget(pid)
