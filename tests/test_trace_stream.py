@@ -9,7 +9,7 @@ import os
 import pytest
 
 from diag.errors import DiagError
-from diag.store import trace_stream
+from diag.store import safe
 from diag.store.kineto import load_trace, parse_events, parse_trace, read_kineto
 from diag.store.trace_stream import stream_trace
 
@@ -30,7 +30,7 @@ def _stream(path: str) -> tuple[list, dict]:
 @pytest.mark.parametrize("chunk", [1, 7, 4096])
 def test_stream_equals_json_loads_at_any_chunk_size(tmp_path, monkeypatch, chunk):
     # tiny chunks cut numbers ("1." of "1.5"), strings and multi-byte characters everywhere
-    monkeypatch.setattr(trace_stream, "CHUNK", chunk)
+    monkeypatch.setattr(safe, "CHUNK", chunk)  # the file is read in chunks by safe.chunks
     path = tmp_path / "t.json"
     path.write_text(json.dumps(TRACE, ensure_ascii=False, indent=1), encoding="utf-8")
     events, top = _stream(str(path))

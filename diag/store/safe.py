@@ -106,26 +106,51 @@ def read_bytes(path: str, limit: int | None = None, follow: bool = True) -> byte
 
 def _gunzip(path: str, f: Any, limit: int) -> bytearray:
     """Decompress gzip members in chunks, stopping at `limit` or at a bomb's ratio."""
-    compressed = max(1, os.fstat(f.fileno()).st_size)
-    cap = min(limit, max(GZIP_FLOOR, int(compressed * max_gzip_ratio())))
     out = bytearray()
+    for chunk in chunks(path, f, limit):
+        out += chunk
+    return out  # not bytes(out): no second copy of a large trace
+
+
+def chunks(path: str, f: Any, limit: int) -> Iterator[bytes]:
+    """The bytes of open file `f` in chunks of at most CHUNK, gzip members unpacked.
+
+    DiagError (one line) past `limit` bytes, at a gzip bomb's ratio, or on corrupt gzip.
+    """
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(2)
+    f.seek(0)
+    if head != b"\x1f\x8b":
+        if size > limit:
+            raise too_big(path, limit)
+        total = 0
+        while chunk := f.read(CHUNK):
+            total += len(chunk)
+            if total > limit:  # the file may have grown since fstat
+                raise too_big(path, limit)
+            yield chunk
+        return
+    cap = min(limit, max(GZIP_FLOOR, int(max(1, size) * max_gzip_ratio())))
     d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    total = 0
     try:
         while True:
             chunk = d.unconsumed_tail or d.unused_data or f.read(CHUNK)
             if not chunk:
-                break
+                return
             if d.eof:  # another gzip member follows
                 d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-            out += d.decompress(chunk, CHUNK)
-            if len(out) > cap:
+            out = d.decompress(chunk, CHUNK)
+            total += len(out)
+            if total > cap:
                 if cap < limit:
                     raise DiagError(f"{path}: decompresses to over {max_gzip_ratio():g}x its size: refused "
                                     f"as a gzip bomb (raise DIAG_MAX_GZIP_RATIO to read it)")
                 raise too_big(path, limit, "decompressed file")
+            if out:
+                yield out
     except zlib.error as exc:
         raise DiagError(f"{path}: corrupt gzip ({exc})") from None
-    return out  # not bytes(out): no second copy of a large trace
 
 
 def _reject_constant(name: str) -> Any:

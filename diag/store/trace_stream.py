@@ -15,22 +15,11 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 import re
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from diag.errors import DiagError
-from diag.store.safe import (
-    CHUNK,
-    GZIP_FLOOR,
-    NUMBER_RULES,
-    max_gzip_ratio,
-    max_trace_bytes,
-    open_regular,
-    too_big,
-)
+from diag.store.safe import NUMBER_RULES, chunks, max_trace_bytes, open_regular
 
 MAX_EVENT_CHARS = 64 << 20  # one event (or top-level value) larger than this is refused
 # After a decoded value, this many characters must follow in the buffer (or the file
@@ -44,42 +33,8 @@ _DECODER = json.JSONDecoder(**NUMBER_RULES)  # the same number rules as safe.loa
 
 def _chunks(path: str, follow: bool) -> Iterator[bytes]:
     """The bytes of a regular file in chunks, gzip unpacked, within safe.py's caps."""
-    limit = max_trace_bytes()
     with open_regular(path, follow) as f:
-        size = os.fstat(f.fileno()).st_size
-        head = f.read(2)
-        f.seek(0)
-        if head != b"\x1f\x8b":
-            if size > limit:
-                raise too_big(path, limit)
-            total = 0
-            while chunk := f.read(CHUNK):
-                total += len(chunk)
-                if total > limit:  # the file may have grown since fstat
-                    raise too_big(path, limit)
-                yield chunk
-            return
-        cap = min(limit, max(GZIP_FLOOR, int(max(1, size) * max_gzip_ratio())))
-        d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        total = 0
-        try:
-            while True:
-                chunk = d.unconsumed_tail or d.unused_data or f.read(CHUNK)
-                if not chunk:
-                    return
-                if d.eof:  # another gzip member follows
-                    d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                out = d.decompress(chunk, CHUNK)
-                total += len(out)
-                if total > cap:
-                    if cap < limit:
-                        raise DiagError(f"{path}: decompresses to over {max_gzip_ratio():g}x its size: refused "
-                                        f"as a gzip bomb (raise DIAG_MAX_GZIP_RATIO to read it)")
-                    raise too_big(path, limit, "decompressed file")
-                if out:
-                    yield out
-        except zlib.error as exc:
-            raise DiagError(f"{path}: corrupt gzip ({exc})") from None
+        yield from chunks(path, f, max_trace_bytes())
 
 
 class _Scanner:
