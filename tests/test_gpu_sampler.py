@@ -292,7 +292,7 @@ def test_unexpected_exception_costs_one_column(tmp_path):
 
 
 def test_pinned_copy_speedup_comes_from_the_pcie_link() -> None:
-    from diag.analysis.shares import pcie_bps
+    from diag.analysis.links import pcie_bps
 
     gpu = {"devices": [{"index": 0, "pcie_gen": 5, "pcie_width": 16}]}
     assert pcie_bps({"gpu": gpu}) == pytest.approx(63.0e9, rel=0.01)

@@ -33,6 +33,7 @@ from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import complete
 from diag.analysis.context import Context
+from diag.analysis.links import nvlink_bps
 from diag.store.run import Run
 
 COMM = "communication"
@@ -216,9 +217,9 @@ def rank_timelines(ctx: Context) -> list[tuple[int | None, int, int]]:
 
 def compute(ctx: Context) -> dict[str, float | None]:
     out: dict[str, float | None] = {f"run.{k}": float(v) for k, v in distributed(ctx.run).items()}
-    link = link_bandwidth_gbs(ctx.run)
+    link = nvlink_bps(ctx.run.manifest)
     if link is not None:
-        out["run.link_bw"] = link * 1e9
+        out["run.link_bw"] = link
     k = complete(ctx.run, "kernels")
     if k.empty:
         return out
@@ -267,26 +268,6 @@ def _bandwidth(k: pd.DataFrame) -> dict[str, float]:
         if floor > 0:
             out["steady.comm_bw"] = float(np.nanmax(size)) / floor * 1e9
     return out
-
-
-# NVLink bandwidth per link and direction (GB/s): NVLink 3 and 4 (A100, H100, H200) 25, NVLink 5 (Blackwell) 50
-_NVLINK_GBS = 25.0
-_NVLINK5 = ("B100", "B200", "B300", "GB200", "GB300")
-
-
-def link_bandwidth_gbs(run: Run) -> float | None:
-    """Peer link bandwidth per direction from the recorded NVLink topology (fewest links of a GPU)."""
-    gpu = run.manifest.get("gpu")
-    topo = gpu.get("topology") if isinstance(gpu, dict) else None
-    links = topo.get("nvlinks") if isinstance(topo, dict) else None
-    if not isinstance(links, dict) or not links or topo.get("interconnect") != "nvlink":
-        return None
-    counts = [v for v in links.values() if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-    if not counts:
-        return None
-    names = " ".join(str(d.get("name", "")) for d in gpu.get("devices", []) if isinstance(d, dict))
-    per_link = 2 * _NVLINK_GBS if any(n in names for n in _NVLINK5) else _NVLINK_GBS
-    return min(counts) * per_link
 
 
 def _profiled_steps(ctx: Context) -> pd.DataFrame:

@@ -9,14 +9,13 @@ from diag.analysis import intervals
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import as_bool, complete, weights
 from diag.analysis.context import Context, num, ratio
+from diag.analysis.links import pcie_bps
 from diag.analysis.stacks import io_frames, model_frames, worker_wait_frames
 
 # A copy's wall time can include waiting for queued GPU work (a blocking copy
 # waits for the stream). No real host<->device link moves less than this, so
 # time beyond bytes / this rate is counted as waiting, not copying.
 SLOWEST_LINK_BPS = 3e9
-# PCIe bytes/s per lane and direction, by generation (after line coding)
-PCIE_LANE_BPS = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 PINNED_EFFICIENCY = 0.8  # what pinned copies reach of the link's rate, typically
 _W = ["weight"]  # every interval table carries it (docs/run-format.md; 1 when rows are kept in full)
 
@@ -277,13 +276,3 @@ def _gc(ctx: Context, pid: int, steps: pd.DataFrame, out: dict[str, float | None
         # with 1 in k pauses kept, about k times more slow steps met one
         out["steady.gc_tail_overlap"] = min(1.0, float(hit.mean()) * float(gw.mean())) if len(hit) else 0.0
 
-
-def pcie_bps(manifest: dict) -> float | None:
-    """The first GPU's PCIe link rate per direction (bytes/s) from run.json, or None when not recorded."""
-    gpu = manifest.get("gpu")
-    devices = gpu.get("devices") if isinstance(gpu, dict) else None
-    for d in devices if isinstance(devices, list) else []:
-        gen, width = (d.get("pcie_gen"), d.get("pcie_width")) if isinstance(d, dict) else (None, None)
-        if gen in PCIE_LANE_BPS and isinstance(width, int) and width > 0:
-            return PCIE_LANE_BPS[gen] * width
-    return None
