@@ -48,20 +48,11 @@ def weights(df: pd.DataFrame) -> np.ndarray:
 
 def weighted_percentile(values: np.ndarray, w: np.ndarray, q: float) -> float | None:
     """The q-th percentile of values, each counted w times (NaN values ignored)."""
-    ok = ~np.isnan(values)
-    values, w = values[ok], w[ok]
-    if not len(values):
-        return None
-    if np.all(w == w[0]):
-        return float(np.percentile(values, q))
-    order = np.argsort(values, kind="stable")
-    v, cw = values[order], np.cumsum(w[order])
-    i = int(np.searchsorted(cw, q / 100.0 * cw[-1], side="left"))
-    return float(v[min(i, len(v) - 1)])
+    return weighted_percentiles(values, w, (q,))[0]
 
 
 def weighted_percentiles(values: np.ndarray, w: np.ndarray, qs: Sequence[float]) -> list[float | None]:
-    """`weighted_percentile` for several q at once: one partition or one sort, not one per q."""
+    """The qs-th percentiles of values, each counted w times (NaN values ignored): one sort for all q."""
     ok = ~np.isnan(values)
     values, w = values[ok], w[ok]
     if not len(values):
