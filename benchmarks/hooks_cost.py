@@ -26,6 +26,16 @@ the command exits with 1 when a case adds more calls than its budget).
 
     python benchmarks/hooks_cost.py [--rounds 41] [--steps 1000] [--only NAME]
 
+On a GPU machine, `--cuda` measures instead two real loops on the real GPU with
+every torch hook installed as `diag profile` installs them (steps with CUDA
+events, copies, syncs, CUDA graphs; default sampling, so the rows-per-second
+cap is in), plain and hooked rounds interleaved in one process, in wall time
+per step (a launch-bound loop waits on the GPU too), the flusher's work per
+step added to the hooked side (it takes the GIL the loop needs):
+- "cuda eager ranker": ranker_mlp's step (32 blocks, batch 1, `.max().item()`);
+- "cuda graph replay": ranker_graph's step (two `copy_` into static inputs,
+  `CUDAGraph.replay()`, `.max().item()`).
+
 To compare with another tree: `PYTHONPATH=/path/to/tree python benchmarks/hooks_cost.py`.
 """
 
@@ -40,6 +50,7 @@ import tempfile
 import time
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # Budgets per call on the target's thread. µs: the extra CPU time a quiet 2-core box should
@@ -60,13 +71,16 @@ BUDGET_CALLS = {
 }
 
 
+CLOCK = time.thread_time_ns  # --cuda: time.perf_counter_ns (a launch-bound step also waits on the GPU)
+
+
 def _per_call_us(fn: Callable[[], Any], steps: int) -> float:
     # The thread's CPU time, not wall time: on a shared box, time slices given to other
     # processes in the middle of a round would otherwise be counted as the hooks' cost.
-    t0 = time.thread_time_ns()
+    t0 = CLOCK()
     for _ in range(steps):
         fn()
-    return (time.thread_time_ns() - t0) / steps / 1e3
+    return (CLOCK() - t0) / steps / 1e3
 
 
 def _calls_per_call(fn: Callable[[], Any], n: int = 200) -> float:
@@ -102,9 +116,9 @@ def interleaved(call: Callable[[], Any], use_plain: Callable[[], None], use_hook
         p = _per_call_us(call, steps)
         use_hooked()
         h = _per_call_us(call, steps)
-        t0 = time.thread_time_ns()
+        t0 = CLOCK()
         flush()
-        flushed.append((time.thread_time_ns() - t0) / steps / 1e3)
+        flushed.append((CLOCK() - t0) / steps / 1e3)
         plain.append(p)
         hooked.append(h)
         extra.append(h - p)
@@ -328,6 +342,83 @@ def nvtx_case(rec: Any, rounds: int, steps: int) -> dict[str, float]:
     return interleaved(one_range, use_plain, use_hooked, rec.flush, rounds, steps)
 
 
+# -- real CUDA (--cuda) ----------------------------------------------------------------------------
+
+def _patched_by(install: Callable[[], Any], owners: list[Any]) -> list[tuple[Any, str]]:
+    """Run `install` and return the (owner, name) attributes it replaced with a `__wrapped__` wrapper."""
+    before = {(id(o), n): v for o in owners for n, v in vars(o).items()}
+    install()
+    return [(o, n) for o in owners for n, v in list(vars(o).items())
+            if hasattr(v, "__wrapped__") and before.get((id(o), n)) is not v]
+
+
+def _cuda_setup(rec: Any) -> tuple[Any, Any, Callable[[], None], Callable[[], None]]:
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sample_workloads"))
+    import _ranker
+
+    from diag.collect.hooks import torch as torch_hooks
+
+    owners = [torch.nn.Module, torch.Tensor, torch.cuda, torch.cuda.Event, torch.cuda.Stream, torch.cuda.CUDAGraph]
+    hooks: list[Any] = []
+    patched = _patched_by(lambda: hooks.append(torch_hooks.install(rec, torch)), owners)
+    rec.flush_hooks.append(lambda final: hooks[0].resolve(block=final))
+    args = argparse.Namespace(large=False, width=64, blocks=32, batch=1, device="cuda")
+    use_plain, use_hooked = _swapper(patched)
+    use_plain()
+    model, users, items = _ranker.build(args)
+    use_hooked()
+    return torch, (model, users, items), use_plain, use_hooked
+
+
+def cuda_eager_case(rec: Any, rounds: int, steps: int) -> dict[str, Any]:
+    torch, (model, users, items), use_plain, use_hooked = _cuda_setup(rec)
+    k = [0]
+
+    def step() -> float:
+        k[0] = (k[0] + 1) % 256
+        return model(users[k[0]], items[k[0]]).max().item()
+
+    with torch.inference_mode():
+        for _ in range(200):
+            step()
+        return interleaved(step, use_plain, use_hooked, rec.flush, rounds, steps)
+
+
+def cuda_graph_case(rec: Any, rounds: int, steps: int) -> dict[str, Any]:
+    torch, (model, users, items), use_plain, use_hooked = _cuda_setup(rec)
+    with torch.inference_mode():
+        static_user, static_item = users[0].clone(), items[0].clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(static_user, static_item)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = model(static_user, static_item)
+        k = [0]
+
+        def step() -> float:
+            k[0] = (k[0] + 1) % 256
+            static_user.copy_(users[k[0]])
+            static_item.copy_(items[k[0]])
+            graph.replay()
+            return static_out.max().item()
+
+        for _ in range(200):
+            step()
+        return interleaved(step, use_plain, use_hooked, rec.flush, rounds, steps)
+
+
+CUDA_CASES: dict[str, Callable[[Any, int, int], dict[str, Any]]] = {
+    "cuda eager ranker": cuda_eager_case,
+    "cuda graph replay": cuda_graph_case,
+}
+BUDGET_US.update({"cuda eager ranker": 3.0, "cuda graph replay": 3.0})
+
 CASES: dict[str, Callable[[Any, int, int], dict[str, Any]]] = {
     "torch nn.Module forward": torch_case,
     "ORT-like run": ort_case,
@@ -340,8 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--only", action="append", choices=list(CASES), help="run this case (repeatable)")
+    parser.add_argument("--only", action="append", choices=list(CASES) + list(CUDA_CASES),
+                        help="run this case (repeatable)")
+    parser.add_argument("--cuda", action="store_true", help="the real-GPU cases instead (module doc)")
     args = parser.parse_args(argv)
+    global CLOCK
+    cases = CUDA_CASES if args.cuda else CASES
+    if args.cuda:
+        CLOCK = time.perf_counter_ns
 
     from diag.collect.recorder import Recorder
 
@@ -351,10 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     gc.disable()  # a collection landing in one half of a round would swamp a microsecond difference
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for i, name in enumerate(args.only or CASES):
-                rec = Recorder(f"{tmp}/{i}", {"gc": False, "table_rows": rows})
+            for i, name in enumerate(args.only or cases):
+                # --cuda: diag's defaults (sampling and the rate cap included), in-process kernel windows off
+                options = {"gc": False, "kernel_windows": 0} if args.cuda else {"gc": False, "table_rows": rows}
+                rec = Recorder(f"{tmp}/{i}", options)
                 try:
-                    results[name] = CASES[name](rec, args.rounds, args.steps)
+                    results[name] = {**CASES, **CUDA_CASES}[name](rec, args.rounds, args.steps)
                 except ImportError as exc:
                     print(f"{name}: skipped ({exc})")
     finally:
@@ -364,11 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     over = []
     for name, r in results.items():
         slow = "" if r["extra_us"] <= BUDGET_US[name] else "  (µs over: a loaded box?)"
-        calls = "" if r["calls"] <= BUDGET_CALLS[name] + 0.5 else "  CALLS OVER"
+        calls = "" if r["calls"] <= BUDGET_CALLS.get(name, r["calls"]) + 0.5 else "  CALLS OVER"
         if calls:
             over.append(name)
         print(f"{name:<26}{r['plain_us']:>10.2f}{r['hooked_us']:>11.2f}{r['extra_us']:>10.2f}"
-              f"{BUDGET_US[name]:>8.1f}{r['flush_us']:>10.2f}{r['calls']:>8.1f}{BUDGET_CALLS[name]:>8d}{calls}{slow}")
+              f"{BUDGET_US[name]:>8.1f}{r['flush_us']:>10.2f}{r['calls']:>8.1f}{BUDGET_CALLS.get(name, 0):>8d}{calls}{slow}")
         if "cuda_calls" in r:
             cuda = ", ".join(f"{k} {v:.2f}" for k, v in r["cuda_calls"].items()) or "none"
             print(f"{'':<4}CUDA API calls per step: {cuda}")

@@ -160,3 +160,37 @@ def test_a_frequent_kind_of_row_samples_sooner_with_exact_totals(tmp_path) -> No
     assert len(kept) < 2_000
     assert abs(sum(kept) - 20_000) / 20_000 < 0.05  # weights stand for the rows left out
     assert rec.weight("steps") == 1  # other tables keep table_rows whole
+
+
+def test_a_fast_loop_keeps_a_capped_rate_of_step_rows_with_exact_totals(tmp_path: Path) -> None:
+    """Past detail_rows, steps are kept at most ~rows_per_s a second (1 in k, weight k); window steps all."""
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "diag.run/1", "start_ns": 0}))
+    rec = Recorder(str(tmp_path), {"gc": False, "detail_rows": 100, "rows_per_s": 1000})
+    orig = _hook(rec)
+    try:
+        for i in range(20_000):  # a replay takes a few µs: far above 1000 steps a second
+            rec.in_window = 15_000 <= i < 15_005
+            Graph(1).replay()
+    finally:
+        Graph.replay = orig  # type: ignore[method-assign]
+    steps, _ = _tables(rec)
+    assert list(steps["seq"][:100]) == list(range(100)) and (steps["weight"][:100] == 1).all()
+    assert len(steps) < 5_000  # 1 in k with k >= 4 once the rate is known
+    window = steps[steps["in_window"].astype(bool)]
+    assert list(window["seq"]) == list(range(15_000, 15_005)) and (window["weight"] == 1).all()
+    outside = steps[~steps["in_window"].astype(bool)]
+    assert abs(int(outside["weight"].sum()) - 19_995) / 20_000 < 0.01  # the weights stand for the rows left out
+    assert (outside["seq"] % outside["weight"] == 0).all()
+
+
+def test_a_slow_loop_keeps_every_step_row(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "diag.run/1", "start_ns": 0}))
+    rec = Recorder(str(tmp_path), {"gc": False, "detail_rows": 10, "rows_per_s": 10**9})
+    orig = _hook(rec)
+    try:
+        for _ in range(3_000):
+            Graph(1).replay()
+    finally:
+        Graph.replay = orig  # type: ignore[method-assign]
+    steps, _ = _tables(rec)
+    assert len(steps) == 3_000 and (steps["weight"] == 1).all()

@@ -116,6 +116,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("table_rows", 50_000, "rows kept in full per table before sampling starts", side=_T, min=1, max=_BIG),
     Option("detail_rows", 2_000, "syncs, copies and collectives rows kept in full before sampling starts (they "
            "come once a step or more: their JSON work would tax a fast loop)", side=_T, min=1, max=_BIG),
+    Option("rows_per_s", 1_000, "past detail_rows, steps, syncs, copies and collectives are kept at most ~this "
+           "many a second (1 in k, weight k: their JSON work would tax a fast loop)", side=_T, min=1, max=_BIG),
     Option("flush_s", 1.0, "background flush interval (a killed target loses at most this)", side=_T,
            min=0.01, max=3600.0),
 )

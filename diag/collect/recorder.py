@@ -21,12 +21,22 @@ kernel windows' `kernel_windows`, `kernel_window_steps`):
     cuda_event_every   4      ... then 1 step in this many (gpu_ns = -1 on the others)
     table_rows         50000  rows kept in full per table before sampling starts
     detail_rows        2000   ... for syncs, copies and collectives (once a step or more)
+    rows_per_s         1000   past detail_rows, steps, syncs, copies, collectives kept at most ~this many a second
     flush_s            1.0    background flush interval (a killed target loses at most this)
 
 Bounded tables: after `table_rows` rows of a table, rows are kept 1 in 2
 (`weight` 2), after `table_rows` more kept rows 1 in 4, and so on up to 1 in
 1024: every table stays O(table_rows * log(rows seen)) rows (`detail_rows`
-instead of `table_rows` for syncs, copies and collectives). Every row of
+instead of `table_rows` for syncs, copies and collectives). Rows that come
+once a step or more (steps, syncs, copies, collectives) are also kept at most
+~`rows_per_s` a second once `detail_rows` of the kind have been seen: a loop
+of 5000 steps/s keeps 1 step in 4 (weight 4), the power of two that brings
+its rate under the cap, re-measured every 1024 rows. Turning a row into JSON
+holds the GIL for a few µs, which a fast single-threaded loop pays in full;
+1000 rows a second are plenty for percentiles and phases. Steps (and
+collectives) inside a kernel window are always kept (weight 1): the analysis
+reads them as window evidence and leaves them out of the step statistics.
+Every row of
 steps, copies, syncs, ranges and events carries `weight`: how many real rows it
 stands for (1 for rows kept in full), so counts and sums stay estimable with
 `sum(weight)`. One-off events (everything but `gc`) are never sampled. Step
@@ -111,6 +121,7 @@ Describe = Callable[[Any, tuple[Any, ...], "dict[str, Any] | None"], tuple[str, 
 _UNDESCRIBED = ("", -1, "", "", "")  # model, batch, shapes, dtype, device of a step not described
 
 MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
+RATE_ROWS = 1024       # rows of a frequent table between two looks at its rate (the rate cap)
 
 _ACTIVE: Recorder | None = None
 
@@ -154,6 +165,10 @@ class Recorder:
         # Rows that come once a step or more (syncs, copies, collectives) are sampled sooner:
         # formatting each one holds the GIL a fast loop needs (docs/performance.md).
         self.detail_full = max(1, int(self.options["detail_rows"]))
+        self._rate_cap = max(1, int(self.options.get("rows_per_s") or 1))
+        # The rate cap per frequent table: (rows seen, perf clock) at the last look, and 1 in how many to keep.
+        self._rate_look: dict[str, tuple[int, int]] = {}
+        self._rate_every: dict[str, int] = {}
         self._gc_pending: list[tuple[int, int, int, int, int]] = []
         self._threads_seen: set[int] = set()  # thread idents already mapped in meta
         self._gc_start = 0
@@ -192,11 +207,42 @@ class Recorder:
         full = self._full if full is None else full
         return 1 if n < full else self._sampled_weight(n, full)
 
+    def frequent_weight(self, table: str, level_full: int | None = None) -> int:
+        """weight() for a kind of row that comes once a step or more (copies, collectives):
+        `detail_rows` kept whole, then the level scheme past `level_full` and the rate cap."""
+        n = self._seen.get(table, 0)
+        self._seen[table] = n + 1
+        return 1 if n < self.detail_full else self._capped_weight(table, n, level_full or self.detail_full)
+
+    def _capped_weight(self, table: str, n: int, level_full: int) -> int:
+        """Past detail_rows: keep row n 1 in k, k the larger of the level scheme's and the rate cap's."""
+        if n - self._rate_look.get(table, (-RATE_ROWS, 0))[0] >= RATE_ROWS:
+            self._retune_rate(table, n)
+        k = self._rate_every.get(table, 1)
+        if n >= level_full:
+            k = max(k, self._sample_k(n, level_full))
+        return k if n % k == 0 else 0
+
+    def _retune_rate(self, table: str, n: int) -> None:
+        """The rate cap's 1-in-k for `table` from its rows per second since the last look."""
+        now = _perf_ns()
+        n0, t0 = self._rate_look.get(table, (n, 0))
+        if t0:
+            rate = (n - n0) * 1e9 / max(1, now - t0)
+            every = 1
+            while rate / (every * 2) >= self._rate_cap and every < 1024:
+                every *= 2
+            self._rate_every[table] = every
+        self._rate_look[table] = (n, now)
+
     def _sampled_weight(self, n: int, full: int | None = None) -> int:
         """weight() of the table's row number n once past `full` (default `table_rows`)."""
-        level = min(((n // (full or self._full)) + 1).bit_length() - 1, MAX_SAMPLE_LEVEL)
-        k = 1 << level
+        k = self._sample_k(n, full)
         return k if n % k == 0 else 0
+
+    def _sample_k(self, n: int, full: int | None = None) -> int:
+        """1 in how many rows the level scheme keeps at the table's row number n (past `full`)."""
+        return 1 << min(((n // (full or self._full)) + 1).bit_length() - 1, MAX_SAMPLE_LEVEL)
 
     def write(self, table: str, row: dict[str, Any]) -> None:
         """Append a finished row (pid is added here). Never raises."""
@@ -236,7 +282,12 @@ class Recorder:
         seen = self._seen  # weight("steps"), inlined: this is every step's path
         n = seen.get("steps", 0)
         seen["steps"] = n + 1
-        weight = 1 if n < self._full else self._sampled_weight(n)
+        if self.in_window:  # window steps are evidence: kept (module doc)
+            weight = 1
+        elif n < self.detail_full:
+            weight = 1 if n < self._full else self._sampled_weight(n)
+        else:
+            weight = self._capped_weight("steps", n, self._full)
         described = _UNDESCRIBED
         if weight and describe is not None:
             try:
@@ -299,8 +350,7 @@ class Recorder:
         seen = self._seen  # weight("syncs", detail_full), inlined: a program may sync every step
         n = seen.get("syncs", 0)
         seen["syncs"] = n + 1
-        full = self.detail_full
-        w = 1 if n < full else self._sampled_weight(n, full)
+        w = 1 if n < self.detail_full else self._capped_weight("syncs", n, self.detail_full)
         if w and not self._closed:
             # A tuple, not a dict: a program may sync once a step (`.item()`); the flusher encodes it (_sync_line).
             buf = self._pending["syncs"]

@@ -90,7 +90,7 @@ class DistributedHooks:
         rec = self.rec
         # Inside a kernel window every collective is kept: analysis matches them one to one with
         # the window's NCCL kernels (their sizes); outside, the sampled rows' weights keep totals exact.
-        w = 1 if rec.in_window else rec.weight("comm", rec.detail_full)
+        w = 1 if rec.in_window else rec.frequent_weight("comm")
         if not w:
             return
         rec.event("comm", name, ts_ns=ts, dur_ns=dur, weight=w, bytes=tensor_bytes(args, kwargs),

@@ -372,7 +372,7 @@ class TorchHooks:
         if src_cuda == dst_cuda and (not src_cuda or src.get_device() == dst.get_device()):
             return
         direction = "h2d" if dst_cuda and not src_cuda else "d2h" if src_cuda and not dst_cuda else "d2d"
-        w = self.rec.weight("copies", self.rec.detail_full)
+        w = self.rec.frequent_weight("copies")
         if not w and direction != "d2h":
             return
         ts = _time_ns() - dur
