@@ -6,7 +6,8 @@ from __future__ import annotations
 CPU = {"run__gpu": 0.0, "steady__serving": 1.0, "steady__cpu_cores": 2.0, "steady__process_cpu_cores": 1.2}
 
 SERVING_CASES = [
-    ("serve.loop_saturated", dict(CPU, steady__loop_blocked_share=0.8, steady__loop_thread_demand=0.75),
+    ("serve.loop_saturated", dict(CPU, steady__loop_blocked_share=0.8, steady__loop_thread_demand=0.75,
+                                  steady__loop_held_share=0.8),
      {"steady__loop_thread_demand": 0.05}, "ProcessPoolExecutor"),
     ("serve.blocking_call_in_async", dict(CPU, steady__loop_blocked_share=0.6, steady__loop_blocked_offcpu_share=0.5,
                                           steady__loop_thread_cpu=0.1),
@@ -18,8 +19,8 @@ SERVING_CASES = [
                                           steady__batcher_seen=1, steady__batch_p50=4, steady__batch_max=16),
      {"steady__model_busy_share": 0.3}, "quantize_dynamic"),
     ("serve.batcher_starved", dict(CPU, steady__batcher_seen=1, steady__batch_max=16, steady__batch_p50=1,
-                                   steady__loop_blocked_share=0.7),
-     {"steady__loop_blocked_share": 0.1}, "Do not add a batcher"),
+                                   steady__loop_blocked_share=0.7, steady__loop_held_share=0.7),
+     {"steady__loop_held_share": 0.1}, "Do not add a batcher"),
     ("serve.worker_imbalance", dict(CPU, steady__server_workers=2, steady__worker_request_imbalance=1.9),
      {"steady__worker_request_imbalance": 1.05}, "reuse-port"),
     ("serve.uncached_reads", dict(CPU, steady__request_read_bytes=16e6, steady__serving_disk_read_bps=3e8),

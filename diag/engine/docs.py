@@ -77,6 +77,17 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
 - **Workers queued for a core still want it.** Input workers are judged on
   the cores they want (`steady.worker_cpu_demand`: their CPU plus their
   threads' waits for a core), not only the cores a busy host gave them.
+- **A saturated event loop is the cause, the queue its symptom.** Requests
+  reach a batcher or model thread only when the event loop hands them over:
+  where the loop is held longer than the model runs, the queue in front of
+  the model and the wait before the handler back no `queueing`, and the
+  loop's own finding names the cause (`cpu_bound` where its thread works,
+  `io_bound` where it is blocked in a call). The loop is held while its
+  thread runs or waits for a core (`steady.loop_held_share`), not only while
+  the lag probe sees late ticks: a tick runs over 5 ms late only in the part
+  of a hold more than 5 ms before its end, most of a short hold (~10 ms of
+  tokenizing per request) goes unseen. A queue behind a model that runs
+  nearly all the time, with the loop thread mostly idle, stays `queueing`.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
