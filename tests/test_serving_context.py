@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import types
 
@@ -62,6 +63,21 @@ def test_loop_lag_probe_sees_a_blocked_loop(rec) -> None:
     assert sorted(r["lag_ns"] for r in lag)[len(lag) // 2] < 0.02e9  # an idle loop runs it on time
     events = rows(rec, "events")
     assert [e["name"] for e in events if e["kind"] == "thread_role"] == ["event_loop"]
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_default_executor_threads_are_loop_executors(rec, loop_name: str) -> None:
+    # uvloop (uvicorn's loop where it is installed, as with uvicorn[standard]) names the default
+    # executor's threads uvloop_N where asyncio names them asyncio_N: both are asyncio.to_thread's.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from diag.collect.request_context import watch_thread_roles
+
+    watch_thread_roles(rec)
+    with ThreadPoolExecutor(1, thread_name_prefix=loop_name) as pool:
+        tid = pool.submit(lambda: threading.get_native_id()).result()
+        roles = {(e["name"], e["tid"]) for e in rows(rec, "events") if e["kind"] == "thread_role"}
+    assert ("loop_executor", tid) in roles
 
 
 def test_loop_lag_probe_costs_microseconds(rec) -> None:

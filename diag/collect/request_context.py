@@ -103,9 +103,10 @@ class Request:
 _ROLES_SEEN: set[tuple[int, str]] = set()
 _ROLES_LOCK = threading.Lock()
 
-# Thread-name prefixes of pool threads: asyncio's default executor (run_in_executor(None),
-# asyncio.to_thread) names its threads asyncio_N; concurrent.futures ThreadPoolExecutor-N_M.
-NAMED_ROLES = (("asyncio_", "loop_executor"), ("ThreadPoolExecutor-", "executor"))
+# Thread-name prefixes of pool threads: the event loop's default executor (run_in_executor(None),
+# asyncio.to_thread) names its threads asyncio_N, or uvloop_N under uvloop (uvicorn's loop where it
+# is installed, as with uvicorn[standard]); concurrent.futures ThreadPoolExecutor-N_M.
+NAMED_ROLES = (("asyncio_", "loop_executor"), ("uvloop_", "loop_executor"), ("ThreadPoolExecutor-", "executor"))
 
 
 def thread_role(rec: Any, role: str, tid: int = 0, name: str = "", ident: int = 0) -> None:
