@@ -29,7 +29,7 @@ MARGIN = 0.2  # issue 12: a correct verdict wins by evidence, not by a hair
 LABELS = {
     "tokenize-60a": "cpu_bound", "tokenize-60b": "cpu_bound", "tokenize": "cpu_bound", "tokenize-ann": "cpu_bound",
     "inline": "cpu_bound", "overloaded": "queueing", "sleep": "io_bound", "sleep-ann": "io_bound", "read": "io_bound",
-    "flask-tokenize": "cpu_bound", "workers2": "cpu_bound",
+    "flask-tokenize": "cpu_bound", "workers2": "cpu_bound", "overloaded-b16": "queueing",
 }
 
 

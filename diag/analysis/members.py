@@ -25,7 +25,7 @@ from diag.store.run import Run
 # Metrics each member keeps in its summary (the rest stay in its own Diagnosis when asked for).
 MEMBER_METRICS = (
     "steady.requests", "steady.requests_per_s", "steady.request_p50_ms", "steady.request_p99_ms",
-    "steady.pre_handler_wait_share", "steady.loop_lag_p99_ms", "steady.loop_blocked_share",
+    "steady.pre_handler_wait_share", "steady.loop_lag_p99_ms", "steady.loop_blocked_share", "steady.loop_held_share",
     "steady.loop_thread_cpu", "steady.model_busy_share", "steady.process_cpu_cores", "steady.batch_p50",
 )
 

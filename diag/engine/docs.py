@@ -88,6 +88,19 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   of a hold more than 5 ms before its end, most of a short hold (~10 ms of
   tokenizing per request) goes unseen. A queue behind a model that runs
   nearly all the time, with the loop thread mostly idle, stays `queueing`.
+- **Over capacity, the queue is the verdict and the busy model its reason.**
+  Where requests wait longer than they are served (`steady.queue_wait_ratio`
+  >= 1) behind the model running others' work
+  (`steady.queue_behind_model_share`), the wait is what a user sees and it
+  grows with the load, not with the model: `queueing` is primary on a CPU
+  or a GPU and at any batch size, the most specific label
+  (`labels.priority`). The model's compute is why, and is still found: the
+  compute rules step back for that queue (`compute_bound` secondary), and
+  the queue's own findings name the model as the limit. Batch size and a
+  busy model or GPU pick the fix (batch more where batches are small;
+  cheaper calls or more instances where they are full), not the label.
+  Requests served about as fast as they arrive leave the model's time as
+  the latency: `compute_bound`.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
