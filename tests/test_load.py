@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import statistics
+import sys
 
 import pytest
 
 from diag.cli import main
 from diag.errors import DiagError
 from diag.load import parse_load_args
-from diag.load.client import classify
+from diag.load.client import LOOP_ENV, classify, run_loop
 from diag.load.schedule import arrival_offsets
 from diag.load.slo import parse_slo
 from diag.load.spec import render_body
@@ -96,3 +99,20 @@ def test_bodies_and_secret_headers(tmp_path) -> None:  # noqa: ANN001
     shown = repr(spec.public())
     assert "sekrit" not in shown and ":pw@" not in shown and "=K" not in shown and "'X-Trace': '1'" in shown
     assert render_body(parse_load_args(["http://x/", "--body", "n={i}"]).bodies, 7) == b"n=7"
+
+
+def test_event_loop_is_uvloop_where_installed_else_asyncio(monkeypatch: pytest.MonkeyPatch) -> None:
+    has_uvloop = importlib.util.find_spec("uvloop") is not None and sys.version_info >= (3, 11)
+    seen: list[str] = []
+
+    async def which() -> None:
+        seen.append(type(asyncio.get_running_loop()).__module__)
+
+    monkeypatch.setenv(LOOP_ENV, "asyncio")
+    run_loop(which())
+    monkeypatch.delenv(LOOP_ENV)
+    run_loop(which())
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # the import fails, as on Windows
+    run_loop(which())
+    assert seen[0].startswith("asyncio") and seen[2].startswith("asyncio")
+    assert seen[1].startswith("uvloop" if has_uvloop else "asyncio")

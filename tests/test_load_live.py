@@ -82,6 +82,16 @@ def test_open_loop_counts_the_queue_it_causes(server: str, capsys, tmp_path) -> 
     assert st["p99_ms"] > 300 and st["send_lag_p99_ms"] < 50  # the wait is the server's, not the sender's
 
 
+def test_low_rate_sends_are_on_time(server: str, capsys, tmp_path) -> None:  # noqa: ANN001
+    # arrivals 50 ms apart: each request's task yield-waits its due time and sends within microseconds
+    # of it, not a timer wake-up (~1-1.5 ms) late; a late send is latency the server never caused
+    code, res, _ = _load(capsys, tmp_path, f"{server}/status/200", "--rate", "20", "--arrivals", "constant",
+                         "--duration", "2", "--warmup", "0")
+    reqs = open_run(res["run_dir"]).table("load_requests")
+    lag_ms = (reqs["sent_ns"] - reqs["ts_ns"]) / 1e6
+    assert code == 0 and len(reqs) == 40 and lag_ms.median() < 0.5, lag_ms.describe()
+
+
 def test_sweep_finds_the_known_capacity(server: str, capsys, tmp_path) -> None:  # noqa: ANN001
     code, res, _ = _load(capsys, tmp_path, f"{server}/fixed", "--sweep", "--rate", "40", "--arrivals", "constant",
                          "--duration", "1.5", "--warmup", "0.3", "--timeout", "1", "--sweep-refine", "3",

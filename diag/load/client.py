@@ -7,14 +7,15 @@ coordinated omission), and `sent_ns - ts_ns` is the generator's own send lag.
 Closed loop: `concurrency` workers each send the next request when their last
 one ends (due time = send time).
 
-aiohttp was picked by measurement (docs/performance.md, "Load generator").
+aiohttp, and uvloop under it, were picked by measurement (docs/performance.md, "Load generator").
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,35 @@ ERROR_KINDS = ("connect_refused", "connect_error", "timeout", "disconnected", "r
 CONNECT_ERRORS = ("connect_refused", "connect_error")
 # Stop a step early when this many requests in a row could not even connect (server gone).
 GIVE_UP_CONNECT = 50
-# Open loop: yield-wait the last SPIN_NS before a due time (timer wake-ups are late), only when
-# arrivals are at least SPIN_MIN_GAP_NS apart, so the waiting costs at most ~15% of a core.
+# Open loop: the request's task yield-waits the last SPIN_NS before its due time (timer wake-ups
+# are late), only when arrivals are at least SPIN_MIN_GAP_NS apart, so it costs at most ~15% of a core.
 SPIN_NS = 1_500_000
 SPIN_MIN_GAP_NS = 10_000_000
+# The event loop: uvloop where it is installed (a fifth less CPU per request than asyncio's own and
+# half the generator's own round trip at 250-3000/s: docs/performance.md), asyncio's otherwise
+# (Windows, Python 3.10) or when this says "asyncio".
+LOOP_ENV = "DIAG_LOAD_LOOP"
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """What makes the load's event loop (None: asyncio's default)."""
+    if os.environ.get(LOOP_ENV, "").lower() == "asyncio" or not hasattr(asyncio, "Runner"):  # Runner: 3.11+
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """asyncio.run(main) on the loop loop_factory() picks (this thread's own loop, no global policy)."""
+    factory = loop_factory()
+    if factory is None:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
 
 
 @dataclass
@@ -71,22 +97,14 @@ def classify(status: int, exc: BaseException | None) -> str | None:
     return None
 
 
-async def _until(due_ns: int, gap_ns: int) -> None:
-    """Return at `due_ns` (perf_counter), on time: a late send is latency the server never caused.
+async def _sleep_until(t_ns: int) -> None:
+    """Sleep until `t_ns` (perf_counter); always sleep, even when late, so replies are read while sends are behind."""
+    await asyncio.sleep(max(0.0, (t_ns - time.perf_counter_ns()) / 1e9))
 
-    The event loop's timer wakes up to a millisecond late (epoll waits in whole
-    milliseconds) plus the time the OS takes to run us again; so, when arrivals are
-    far enough apart that it costs little CPU, sleep until SPIN_NS before the due
-    time and spend the rest yielding to the loop (replies are still read meanwhile).
-    Always sleep, even when late, so replies are read while sends are behind.
-    """
-    left = due_ns - time.perf_counter_ns()
-    if gap_ns < SPIN_MIN_GAP_NS or left <= 0:
-        await asyncio.sleep(max(0.0, left / 1e9))
-        return
-    if left > SPIN_NS:
-        await asyncio.sleep((left - SPIN_NS) / 1e9)
-    while time.perf_counter_ns() < due_ns:
+
+async def _spin_until(t_ns: int) -> None:
+    """Yield to the loop until `t_ns`: on time to a few microseconds, replies still read meanwhile."""
+    while time.perf_counter_ns() < t_ns:
         await asyncio.sleep(0)
 
 
@@ -118,8 +136,10 @@ class LoadClient:
     def wall_ns(self, perf_ns: int) -> int:
         return self._wall0 + perf_ns - self._perf0
 
-    async def _one(self, due_ns: int, phase: str, step: int) -> None:
+    async def _one(self, due_ns: int, phase: str, step: int, spin: bool = False) -> None:
         assert self._session is not None
+        if spin:
+            await _spin_until(due_ns)
         p = self.progress
         i = self._n
         self._n += 1
@@ -173,9 +193,14 @@ class LoadClient:
             if self.progress.stopped:
                 break
             due = start + int(off * 1e9)
-            await _until(due, due - last)
+            # A send is late by the loop's timer (epoll waits in whole milliseconds) plus the wake-up, and a
+            # late send is latency the server never caused. When arrivals are far enough apart that it costs
+            # little CPU, wake SPIN_NS early and let the request's own task yield-wait the rest, so that it
+            # sends the moment it is due, without a further hop through the loop to start a task.
+            spin = due - last >= SPIN_MIN_GAP_NS
             last = due
-            t = asyncio.create_task(self._one(due, "warmup" if off < warmup else "measure", step))
+            await _sleep_until(due - SPIN_NS if spin else due)
+            t = asyncio.create_task(self._one(due, "warmup" if off < warmup else "measure", step, spin))
             tasks.add(t)
             t.add_done_callback(tasks.discard)
         if tasks:

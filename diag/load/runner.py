@@ -21,7 +21,7 @@ from diag.collect.manifest import host_info, versions
 from diag.collect.profile import claim_run_dir, prepare_run_dir
 from diag.collect.redact import redact_argv
 from diag.load import sweep as sweeps
-from diag.load.client import LoadClient, Progress
+from diag.load.client import LoadClient, Progress, run_loop
 from diag.load.slo import check_all
 from diag.load.spec import LoadSpec
 from diag.load.stats import summarise
@@ -78,7 +78,7 @@ def run_load(spec: LoadSpec, out: str | None = None,
     client_box: list[LoadClient] = []
     interrupted = False
     try:
-        asyncio.run(_drive(spec, on_row, steps, measured, client_box, on_tick))
+        run_loop(_drive(spec, on_row, steps, measured, client_box, on_tick))
     except KeyboardInterrupt:
         interrupted = True
     finally:
