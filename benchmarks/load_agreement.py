@@ -1,6 +1,7 @@
 """Does `diag load`'s latency agree with the server's own timing at low load? (issue 14)
 
     .venv/bin/python benchmarks/load_agreement.py [--rate 10] [--seconds 10] [--service-ms 20] [--repeats 1]
+        [--variants uvloop/standard,asyncio/h11,raw/standard]
 
 Starts a uvicorn server (bare ASGI app, its own process) whose handler sleeps a fixed
 time and logs, per request, its own start and end on the host's wall clock (the
@@ -12,6 +13,13 @@ ms, the median and p95 of:
 - before: sent to the server's handler start (connection, request write, uvicorn's parse);
 - after: the server's handler end to the client's end (response write, client read).
 Also how many connections the server saw (keep-alive reuse), and the host's load average while it ran: on a shared 2-core box the figures move with it.
+
+A variant is CLIENT/SERVER: the client is `diag load` on uvloop (`uvloop`, its default where
+uvloop is installed) or on asyncio's own loop (`asyncio`, DIAG_LOAD_LOOP=asyncio), or `raw`,
+a blocking-socket client with no HTTP library (the floor: what the server and the host cost);
+the server is uvicorn as `uvicorn[standard]` installs it (`standard`: uvloop and the httptools
+parser) or with neither (`h11`: asyncio's loop, the pure-Python h11 parser). With --repeats,
+the variants run interleaved (the shared box drifts), and the medians over the trials end the output.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +61,35 @@ async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": b"ok"})
     LOG.write(f"{t0} {t1} {scope['client'][1] if scope.get('client') else 0}\n")
 
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="on")
+STANDARD = sys.argv[4] == "standard"  # as uvicorn[standard] runs it
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="on",
+            loop="uvloop" if STANDARD else "asyncio", http="httptools" if STANDARD else "h11")
+'''
+
+# The floor: a blocking socket, one keep-alive connection, the same constant arrivals; rows as diag stores them.
+RAW = r'''
+import json, socket, sys, time
+host, port, rate, seconds, warmup = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+s = socket.create_connection((host, port))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+req = f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+start = time.time_ns() + 50_000_000
+for i in range(int(rate * (warmup + seconds))):
+    due = start + int(i * 1e9 / rate)
+    while time.time_ns() < due - 1_500_000:
+        time.sleep(0.0005)
+    while time.time_ns() < due:
+        pass
+    sent = time.time_ns()
+    s.sendall(req)
+    buf = b""
+    while True:
+        buf += s.recv(65536)
+        head, sep, body = buf.partition(b"\r\n\r\n")
+        if sep and len(body) >= int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]):
+            break
+    end = time.time_ns()
+    print(json.dumps({"ts_ns": due, "sent_ns": sent, "end_ns": end, "phase": "warmup" if i < rate * warmup else "measure"}))
 '''
 
 
@@ -75,7 +112,7 @@ def wait_port(port: int) -> None:
 
 
 def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0,
-        rt: bool = False, profile: bool = False) -> dict[str, float]:
+        rt: bool = False, profile: bool = False, variant: str = "uvloop/standard") -> dict[str, float]:
     """One trial in a fresh server and a fresh `diag load` process; the paired figures."""
     from diag.store.run import open_run
 
@@ -89,12 +126,14 @@ def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0
         pre = lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # noqa: E731
     words = ["--rate", str(rate), "--arrivals", "constant", "--duration", str(seconds), "--warmup", "1"]
     url = f"http://{host}:{port}/"
-    server = [sys.executable, "-c", SERVER, str(port), str(log), str(service_ms)]
+    client, server_kind = variant.split("/")
+    server = [sys.executable, "-c", SERVER, str(port), str(log), str(service_ms), server_kind]
+    env = {**os.environ, "DIAG_LOAD_LOOP": client}
     load0 = os.getloadavg()[0]
     if profile:  # the load driven by `diag profile --load`, from the recorder's process
         subprocess.run([sys.executable, "-m", "diag", "profile", "--out", str(work / "run"), "--no-gpu", "--no-stacks",
                         "--quiet", "--load", " ".join([url, *words]), "--", *server],
-                       cwd=ROOT, capture_output=True, text=True, preexec_fn=pre)
+                       cwd=ROOT, capture_output=True, text=True, preexec_fn=pre, env=env)
         load1 = os.getloadavg()[0]
         run = open_run(str(work / "run"))
         res = {"run_dir": str(work / "run"), "stats": run.manifest["load"]["stats"]}
@@ -102,14 +141,24 @@ def one(rate: float, seconds: float, service_ms: float, host: str, nice: int = 0
         srv = subprocess.Popen(server, preexec_fn=pre)
         try:
             wait_port(port)
-            out = subprocess.run([sys.executable, "-m", "diag", "load", url, *words, "--out", str(work / "run"),
-                                  "--json"], cwd=ROOT, capture_output=True, text=True, preexec_fn=pre)
+            if client == "raw":
+                out = subprocess.run([sys.executable, "-c", RAW, host, str(port), str(rate), str(seconds), "1"],
+                                     capture_output=True, text=True, preexec_fn=pre, check=True)
+            else:
+                out = subprocess.run([sys.executable, "-m", "diag", "load", url, *words, "--out", str(work / "run"),
+                                      "--json"], cwd=ROOT, capture_output=True, text=True, preexec_fn=pre, env=env)
             load1 = os.getloadavg()[0]
         finally:
             srv.terminate()
             srv.wait(10)
-        res = json.loads(out.stdout)
-    rows = open_run(res["run_dir"]).table("load_requests")
+        if client == "raw":
+            rows = pd.DataFrame([json.loads(line) for line in out.stdout.splitlines()])
+            rows["latency_ms"], rows["error"] = (rows["end_ns"] - rows["ts_ns"]) / 1e6, None
+            measured = rows[rows["phase"] == "measure"]
+            res = {"rows": rows, "stats": {"p50_ms": float(measured["latency_ms"].median())}}
+        else:
+            res = json.loads(out.stdout)
+    rows = res["rows"] if "rows" in res else open_run(res["run_dir"]).table("load_requests")
     rows = rows[(rows["phase"] == "measure") & rows["error"].isna()].sort_values("sent_ns")
     srv_rows = np.array([[int(x) for x in line.split()] for line in log.read_text().splitlines()], dtype=np.int64)
     srv_rows = srv_rows[np.argsort(srv_rows[:, 0])]
@@ -146,9 +195,23 @@ def main() -> None:
     p.add_argument("--rt", action="store_true", help="server and client in SCHED_FIFO (root): no wait for a core")
     p.add_argument("--profile", action="store_true", help="drive it with diag profile --load (server under diag)")
     p.add_argument("--host", default="127.0.0.1", help="127.0.0.1 or localhost (name resolution)")
+    p.add_argument("--variants", default="uvloop/standard",
+                   help="CLIENT/SERVER,...: client uvloop, asyncio or raw; server standard or h11")
     a = p.parse_args()
+    variants = a.variants.split(",")
+    if a.profile and any(v.startswith("raw/") for v in variants):
+        p.error("--profile drives the load with diag; the raw client has no place there")
+    trials: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     for _ in range(a.repeats):
-        print(json.dumps({k: round(v, 3) for k, v in one(a.rate, a.seconds, a.service_ms, a.host, a.nice, a.rt, a.profile).items()}), flush=True)
+        for v in variants:  # interleaved: the shared box drifts between trials
+            fig = one(a.rate, a.seconds, a.service_ms, a.host, a.nice, a.rt, a.profile, v)
+            trials[v].append(fig)
+            print(json.dumps({"variant": v, **{k: round(x, 3) for k, x in fig.items()}}), flush=True)
+    if a.repeats > 1 or len(variants) > 1:
+        print("medians over the trials:")
+        for v, figs in trials.items():
+            print(json.dumps({"variant": v, "trials": len(figs),
+                              **{k: round(float(np.median([f[k] for f in figs])), 3) for k in figs[0]}}))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,20 @@
 """Which async HTTP client can drive diag load's open loop fastest on this box?
 
 Starts a trivial HTTP/1.1 keep-alive server (asyncio protocol, fixed 2-byte
-reply) in a subprocess, then for each client (aiohttp, httpx) and each offered
-rate runs a constant-rate open loop in a fresh subprocess, interleaved, and
+reply) in a subprocess, then for each client and each offered rate runs a
+constant-rate open loop in a fresh subprocess, interleaved, and
 prints the median over repeats of: achieved replies/s, p99 send lag (actual
 send minus scheduled send) and client p50 latency. A rate is *sustained* when
 the median achieved rate is >= 97% of the offered one and the p99 send lag is
 under 10 ms.
 
-    .venv/bin/python benchmarks/load_client.py --rates 250,500,1000,2000,4000 --repeats 3 --seconds 3
+Clients: `aiohttp` and `httpx` under one bare scheduler (the choice of library), and
+`diag` and `diag-asyncio`: diag load's own client (diag.load.client.LoadClient: its
+scheduler, bookkeeping and row per request) on the loop it picks (uvloop where
+installed) and on asyncio's own loop.
+
+    .venv/bin/python benchmarks/load_client.py --rates 250,500,1000,2000,4000 --repeats 3 --seconds 3 \
+        [--clients aiohttp,httpx,diag,diag-asyncio]
 """
 
 from __future__ import annotations
@@ -16,11 +22,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 REPLY = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 
 
@@ -45,7 +54,28 @@ def serve(port: int) -> None:
     asyncio.run(main())
 
 
+async def _drive_diag(url: str, rate: float, seconds: float) -> dict[str, float]:
+    """diag load's own client, as `diag load URL --rate R --arrivals constant --warmup 0` runs it."""
+    from diag.load.client import LoadClient
+    from diag.load.spec import LoadSpec
+
+    rows: list[dict[str, float]] = []
+    async with LoadClient(LoadSpec(url=url, rate=rate, arrivals="constant", duration=seconds, warmup=0),
+                          rows.append) as client:
+        try:
+            await asyncio.wait_for(client.step(rate=rate, seconds=seconds, warmup=0), seconds + 2)
+        except asyncio.TimeoutError:  # still waiting 2 s after the end: not sustained
+            pass
+    lags = sorted((r["sent_ns"] - r["ts_ns"]) / 1e6 for r in rows)
+    lats = sorted(r["latency_ms"] for r in rows if not r["error"])
+    ok = sum(1 for r in rows if not r["error"])
+    return {"achieved": ok / seconds, "lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] if lags else float("inf"),
+            "p50_ms": lats[len(lats) // 2] if lats else float("inf")}
+
+
 async def _drive(lib: str, url: str, rate: float, seconds: float) -> dict[str, float]:
+    if lib.startswith("diag"):
+        return await _drive_diag(url, rate, seconds)
     lags: list[float] = []
     lats: list[float] = []
     ok = 0
@@ -113,12 +143,25 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--port", type=int, default=18931)
+    ap.add_argument("--clients", default="aiohttp,httpx")
     a = ap.parse_args()
+    clients = a.clients.split(",")
     if a.serve:
         return serve(a.serve)
     if a.one:
         lib, url, rate = a.one
-        print(json.dumps(asyncio.run(_drive(lib, url, float(rate), a.seconds))))
+        if lib.startswith("diag"):
+            from diag.load.client import run_loop
+
+            box: list[dict[str, float]] = []
+
+            async def go() -> None:
+                box.append(await _drive(lib, url, float(rate), a.seconds))
+
+            run_loop(go())
+            print(json.dumps(box[0]))
+        else:
+            print(json.dumps(asyncio.run(_drive(lib, url, float(rate), a.seconds))))
         return
     srv = subprocess.Popen([sys.executable, __file__, "--serve", str(a.port)], stdout=subprocess.PIPE, text=True)
     assert srv.stdout is not None and srv.stdout.readline().strip() == "ready"
@@ -128,11 +171,12 @@ def main() -> None:
     try:
         for _ in range(a.repeats):
             for rate in rates:
-                for lib in ("aiohttp", "httpx"):  # interleaved: the shared box drifts between repeats
+                for lib in clients:  # interleaved: the shared box drifts between repeats
+                    env = {**os.environ, "DIAG_LOAD_LOOP": "asyncio" if lib == "diag-asyncio" else ""}
                     try:
                         out = subprocess.run([sys.executable, __file__, "--one", lib, url, str(rate),
                                               "--seconds", str(a.seconds)], capture_output=True, text=True,
-                                             timeout=a.seconds + 30)
+                                             timeout=a.seconds + 30, env=env, cwd=ROOT)
                         r = json.loads(out.stdout)
                     except (subprocess.TimeoutExpired, ValueError):
                         r = {"achieved": 0.0, "lag_p99_ms": float("inf"), "p50_ms": float("inf")}
@@ -141,7 +185,7 @@ def main() -> None:
         srv.terminate()
     print("| client | offered/s | achieved/s (median) | send lag p99 | p50 latency | sustained |")
     print("|---|---|---|---|---|---|")
-    for lib in ("aiohttp", "httpx"):
+    for lib in clients:
         for rate in rates:
             rs = results[(lib, rate)]
             ach = statistics.median(r["achieved"] for r in rs)
