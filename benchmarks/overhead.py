@@ -21,8 +21,12 @@ fresh process each), and prints a markdown table (for docs/performance.md):
 It also times the bootstrap: `python -c pass` with and without diag's
 sitecustomize on PYTHONPATH.
 
-    python benchmarks/overhead.py [--device auto|cpu|cuda] [--seconds 12] [--repeats 3]
+    python benchmarks/overhead.py [--device auto|cpu|cuda] [--seconds 12] [--repeats 3] [--cpus 2-9]
                                   [--diag-args '--no-stacks' ...] [--json OUT] [WORKLOAD[:ARGS] ...]
+
+`--cpus LIST` runs every command (plain and under diag, diag's own processes
+included) under `taskset -c LIST`: the same cores for both sides, so a run is
+not moved between cores the other side did not get.
 
 Several `--diag-args` measure several settings in the same interleaved run
 (plain, setting 1, setting 2 ..., each repeat): where the cost goes, e.g.
@@ -183,18 +187,19 @@ def summarize(r: Result) -> Result:
 
 
 def measure(w: Workload, device: str, seconds: float, repeats: int, settings: list[str],
-            extra: list[str] | None = None) -> list[Result]:
+            extra: list[str] | None = None, cpus: str | None = None) -> list[Result]:
     """Plain and diag runs of one workload (one Result per diag setting), interleaved, each in a fresh process."""
+    pin = ["taskset", "-c", cpus] if cpus else []
     target = [sys.executable, w.path, "--device", device, "--seconds", str(seconds), *(extra or [])]
     timeout_s = seconds + 600
     name = w.name + (":" + " ".join(extra) if extra else "")
     results = [Result(name, w.suite, w.judged_by, diag_args=s) for s in settings]
     with tempfile.TemporaryDirectory(prefix="diag-overhead-") as tmp:
         for i in range(repeats):
-            plain, log = run_once(target, timeout_s)
+            plain, log = run_once(pin + target, timeout_s)
             for r in results:
                 run_dir = os.path.join(tmp, f"run{i}")
-                run, dlog = run_once([sys.executable, "-m", "diag", "profile", "--out", run_dir, "--quiet",
+                run, dlog = run_once([*pin, sys.executable, "-m", "diag", "profile", "--out", run_dir, "--quiet",
                                       *shlex.split(r.diag_args), "--", *target], timeout_s)
                 for label, got, text in (("plain", plain, log), ("diag", run, dlog)):
                     if got.rate is None or got.exit_code != 0:
@@ -261,6 +266,7 @@ def main() -> None:
     ap.add_argument("--diag-args", action="append", default=None,
                     help="options for diag profile, e.g. '--no-stacks' (repeat: several settings, interleaved)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--cpus", help="run every command under taskset -c CPUS (module doc)")
     args = ap.parse_args()
     device = args.device
     if device == "auto":
@@ -281,10 +287,11 @@ def main() -> None:
     settings = args.diag_args or [""]
     results = []
     for name, extra in wanted:
-        for r in measure(known[name], device, args.seconds, args.repeats, settings, extra):
+        for r in measure(known[name], device, args.seconds, args.repeats, settings, extra, args.cpus):
             results.append(r)
             print(f"{r.workload} [{r.diag_args or 'defaults'}]: kept {_f(r.kept, '.3f')} [{_f(r.kept_low, '.3f')}, "
-                  f"{_f(r.kept_high, '.3f')}] by {r.judged_by}, ratios {' '.join(f'{x:.3f}' for x in r.ratios)}; "
+                  f"{_f(r.kept_high, '.3f')}] by {r.judged_by}, ratios {' '.join(f'{x:.3f}' for x in r.ratios)} "
+                  f"(plain {' '.join(_f(p.rate, '.4g') for p in r.plain)}); "
                   f"first step {_f(r.first_step_added_s, '+.2f')} s", flush=True)
             for e in r.errors:
                 print(f"  {r.workload}: {e}", file=sys.stderr, flush=True)

@@ -48,7 +48,7 @@ EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
     "ranker_compiled": {
         "cuda": (
             "launch_bound",
-            "ranker_mlp's model under torch.compile(mode='reduce-overhead'), batch 1: fused kernels replayed as "
+            "ranker_mlp's model under torch.compile(mode='reduce-overhead'), batch 1, 30 s: fused kernels replayed as "
             "CUDA graphs, still microseconds of work each; never advised to use reduce-overhead",
         ),
     },

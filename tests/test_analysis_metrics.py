@@ -154,7 +154,7 @@ def test_startup_parts_and_excess(tmp_path):
     assert m["startup.first_step_s"] == pytest.approx(1.5)
     assert m["startup.baseline_s"] == 4.0
     assert m["startup.excess_s"] == pytest.approx(21.0, abs=0.01)
-    assert m["coldstart.share"] == pytest.approx(21.0 / 40, abs=0.01)
+    assert m["coldstart.share"] == pytest.approx(21.0 / (40 - 4.0), abs=0.01)  # the baseline counts for no label
 
 
 def test_gc_metrics(tmp_path):

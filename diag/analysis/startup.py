@@ -37,7 +37,7 @@ METRICS = [
     Metric("warmup.duration_s", "s", "Length of the warm-up phase (steps until latency settles)."),
     Metric("warmup.steps", "count", "Steps in the warm-up phase."),
     Metric("warmup.excess_s", "s", "Warm-up beyond the steady step cycle: slow warm-up steps, pre-warm calls and set-up work between them (less run-queue delay)."),
-    Metric("coldstart.share", "ratio", "(startup + warm-up excess) / run duration, all less diag's startup and the stepping thread's waits for a core."),
+    Metric("coldstart.share", "ratio", "(startup + warm-up excess) / run duration, all less diag's startup, the stepping thread's waits for a core and the startup baseline."),
     Metric("coldstart.excess_s", "s", "Startup excess + warm-up excess, seconds."),
 ]
 
@@ -121,9 +121,12 @@ def compute(run: Run, phases: Phases, device: str) -> dict[str, float | None]:
         out["warmup.steps"] = 0.0
     out["warmup.excess_s"] = warm_excess
     out["coldstart.excess_s"] = excess + warm_excess
-    # the program's own time excludes diag's, and the waits for a core
-    own_s = (out.get("startup.diag_s") or 0.0) + _queued_s(run, phases, run.start_ns, run.end_ns)
-    out["coldstart.share"] = (excess + warm_excess) / (duration - own_s) if duration - own_s > 0 else None
+    # Out of the denominator, time no label can act on: diag's own start-up, the waits for a
+    # core, and the baseline every such program pays (import, CUDA context). Left in, the
+    # baseline would dilute a short job's one-time cost with time that is not its work either.
+    neither_s = ((out.get("startup.diag_s") or 0.0) + _queued_s(run, phases, run.start_ns, run.end_ns)
+                 + (out.get("startup.baseline_s") or 0.0))
+    out["coldstart.share"] = (excess + warm_excess) / (duration - neither_s) if duration - neither_s > 0 else None
     return out
 
 

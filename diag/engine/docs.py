@@ -45,6 +45,15 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   in the last quarter of the steps ends the warm-up no earlier than after it,
   and all of the warm-up beyond its steps' count times the steady step cycle
   counts toward `coldstart.share`.
+- **One-time cost is weighed against the work it precedes.** `coldstart.share`
+  is the one-time excess over the run less the time no label can act on:
+  diag's own start-up, waits for a core, and the baseline every program of
+  its kind pays (importing torch, creating the CUDA context). Left in the
+  denominator, that baseline diluted a short job's start-up with time that is
+  not its steady work either: a server that spends 4 s compiling and caching
+  engines, then serves a 2 s burst, is start-up-bound however long importing
+  torch took. A long run amortises the same start-up and keeps its
+  steady-state label.
 - **A thread on the CPU is not waiting.** A stack sample in a read frame
   counts toward `steady.io_wait_share` only where the thread was off the CPU
   (the sampler's idle flag, and at most the thread's measured off-CPU time): a
