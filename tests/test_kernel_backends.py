@@ -355,6 +355,7 @@ def test_cupti_trace_parses_like_a_torch_window(tmp_path, fake_cupti) -> None:  
     window.start()
     path = str(tmp_path / "window0.1.json")
     window.stop(path)
+    window.wait()  # the trace is written off the program's thread
     ours = parse_trace(load_trace(path)).kernels
     theirs = parse_trace(torch_window_trace()).kernels
     cols = ("name", "dur_ns", "kind", "category", "copy_kind", "src_mem", "dst_mem", "bytes", "device",
@@ -378,6 +379,7 @@ def test_cupti_records_are_bounded(tmp_path, fake_cupti) -> None:  # noqa: ANN00
     window = cb.CuptiWindow(api=fake_cupti, max_records=3)
     window.start()
     assert window.stop(str(tmp_path / "w.json")) == {"records": 3, "dropped": 2, "finalized": True}
+    window.wait()
 
 
 def test_cupti_that_cannot_load_falls_back_to_torch(tmp_path, monkeypatch) -> None:  # noqa: ANN001
@@ -443,5 +445,30 @@ def test_cupti_stop_waits_for_the_gpu_and_drops_unfinished_records(tmp_path, fak
     window.start()
     path = str(tmp_path / "w.json")
     assert window.stop(path)["records"] == 5
+    window.wait()
     assert fake_cupti.calls[4:6] == ["sync", "disable CONCURRENT_KERNEL"]  # as torch.profiler syncs at stop
     assert "still_running" not in {e["name"] for e in load_trace(path)["traceEvents"]}
+
+
+def test_cupti_trace_is_written_off_the_programs_thread(tmp_path, fake_cupti, monkeypatch) -> None:  # noqa: ANN001
+    """A window stops at a step end: the program's thread only stops CUPTI; a thread of diag's writes the trace."""
+    import threading
+
+    written: list[str] = []
+    release = threading.Event()
+    real = cb.write_trace
+
+    def slow_write(*args: Any) -> None:
+        release.wait(5)
+        written.append(threading.current_thread().name)
+        real(*args)
+
+    monkeypatch.setattr(cb, "write_trace", slow_write)
+    window = cb.CuptiWindow(api=fake_cupti, sync=lambda: None)
+    window.start()
+    path = str(tmp_path / "w.json")
+    window.stop(path)  # returns while the writer waits
+    assert not os.path.exists(path) and written == []
+    release.set()
+    window.wait()
+    assert written == ["diag-window-write"] and load_trace(path)["traceEvents"]

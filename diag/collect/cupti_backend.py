@@ -183,6 +183,19 @@ def trace_json(records: list[tuple[Any, ...]], offset_ns: int, base_ns: int,
             "diag": {"backend": "cupti", **(meta or {})}, "traceEvents": events}
 
 
+def write_trace(path: str, records: list[tuple[Any, ...]], offset_ns: int, base_ns: int,
+                meta: dict[str, Any]) -> None:
+    """trace_json of the records, written to `path` whole (a reader never sees half a trace)."""
+    try:
+        trace = trace_json(records, offset_ns, base_ns, meta)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(trace, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a lost trace is a missing window, never the program's error
+        pass
+
+
 def clock_offset_ns(api: Any) -> int:
     """Unix-epoch ns minus CUPTI's timestamp, read between two wall-clock reads."""
     before = time.time_ns()
@@ -211,6 +224,7 @@ class CuptiWindow:
         self._kinds: list[Any] = []
         self._categories: dict[int, str] = {}
         self._offsets: list[int] = []
+        self._writers: list[threading.Thread] = []
         self.on = False
 
     def _buffer_requested(self) -> tuple[int, int]:
@@ -290,12 +304,20 @@ class CuptiWindow:
         base = (min(starts) + offset) // 1000 * 1000 if starts else time.time_ns() // 1000 * 1000
         meta = {"records": len(records), "dropped": dropped, "finalized": finalize,
                 "clock_offset_ns": offset, "clock_drift_ns": self._offsets[-1] - self._offsets[0]}
-        trace = trace_json(records, offset, base, meta)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(trace, f, separators=(",", ":"))
-        os.replace(tmp, path)  # a reader never sees half a trace
+        # Turning records into the trace file (~5 µs a record) is done off the program's thread:
+        # a window stops at a step end, where every ms is the program's (and, in a multi-rank job,
+        # every other rank's, waiting in the next collective). wait() joins it at exit.
+        writer = threading.Thread(target=write_trace, args=(path, records, offset, base, meta),
+                                  name="diag-window-write", daemon=True)
+        writer.start()
+        self._writers.append(writer)
         return {"records": len(records), "dropped": dropped, "finalized": finalize}
+
+    def wait(self, timeout_s: float = 5.0) -> None:
+        """Let the trace writers finish (at exit), at most `timeout_s` in all."""
+        deadline = time.monotonic() + timeout_s
+        for writer in self._writers:
+            writer.join(max(0.0, deadline - time.monotonic()))
 
     def abort(self) -> None:
         """Leave CUPTI off after a failure (best effort, never raises)."""

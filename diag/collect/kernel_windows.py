@@ -63,7 +63,8 @@ Accounting: every interval diag spends in the profiler is an `events` row of
 kind `window` (`profiler_init`, `start`, `stop`: stop includes writing the
 trace), so analysis subtracts all `window` events' `dur_ns` from the
 program's time. The `windows` row carries `profiler_start_ns` (start cost),
-`profiler_stop_ns` (stop + export) and `backend`. Each trace goes to
+`profiler_stop_ns` (stop + export; the cupti backend writes its trace in a
+thread of its own, joined at exit, so there it is the stop only) and `backend`. Each trace goes to
 `RUN/raw/kineto/window<N>.<pid>.json` (Kineto's chrome-trace shape for both
 backends: diag/store/kineto.py reads them).
 
@@ -383,6 +384,10 @@ class CuptiBackend:
     def stop(self, path: str, teardown: bool) -> dict[str, Any]:
         return self.window.stop(path, finalize=teardown)
 
+    def wait(self) -> None:
+        """The traces are written off the program's thread: let them finish (at exit)."""
+        self.window.wait()
+
     @property
     def on(self) -> bool:
         return bool(self.window.on)
@@ -654,6 +659,12 @@ class KernelWindows:
                     self.scheduler.done(STOP, seq, self.clock())
                 except Exception as exc:  # noqa: BLE001
                     self._abandon(f"{self._what()} stop at exit failed: {exc.__class__.__name__}")
+            wait = getattr(self.backend, "wait", None)
+            if wait is not None:
+                try:
+                    wait()
+                except Exception:  # noqa: BLE001
+                    pass
         finally:
             self._lock.release()
 

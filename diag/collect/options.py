@@ -111,7 +111,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("gc", True, "GC pauses through gc.callbacks", side=_T),
     Option("cuda_events", True, "GPU time per step from torch.cuda.Event pairs", side=_T),
     Option("cuda_event_all", 64, "time every one of the first N CUDA steps ...", side=_T, min=0, max=_BIG),
-    Option("cuda_event_every", 4, "... then 1 step in this many, or fewer: at most 200 a second (gpu_ns = -1 on the others)", side=_T,
+    Option("cuda_event_every", 4, "... then 1 step in this many, or fewer: at most 50 a second (gpu_ns = -1 on the others)", side=_T,
            min=1, max=_BIG),
     Option("table_rows", 50_000, "rows kept in full per table before sampling starts", side=_T, min=1, max=_BIG),
     Option("detail_rows", 2_000, "syncs, copies and collectives rows kept in full before sampling starts (they "
