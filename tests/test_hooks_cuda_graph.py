@@ -199,3 +199,31 @@ def test_compiled_program_records_mode_breaks_and_recompiles(tmp_path) -> None:
     m = compute_metrics(run)
     assert m["run.compiled"] == 1 and m["run.cuda_graphs"] == 0
     assert m["run.graph_breaks"] >= 1 and m["run.recompiles"] >= 1 and m["coldstart.compile_s"] > 0
+
+
+def test_no_event_is_queried_or_recorded_while_any_thread_captures(tmp_path) -> None:
+    """A global-mode capture is invalidated by an event query from any thread (seen once on the H200:
+    the flusher resolving step events while the program captured): resolve() waits for the capture."""
+    rec, hooks, torch = _hooks(tmp_path)
+    queried: list[int] = []
+    done = [False]  # the GPU has not finished the eager step yet
+    real_query = FakeEvent.query
+    FakeEvent.query = lambda self: bool(queried.append(1)) or done[0]  # type: ignore[method-assign]
+    try:
+        hooks._step(lambda: "eager", Net(), (), {})  # a GPU-timed step: its events wait in `pending`
+        assert len(hooks.pending) == 1
+        queried.clear()
+        done[0] = True
+        g = torch.cuda.CUDAGraph()
+        g.capture_begin()
+        FakeCuda.capturing = False  # the capture is another thread's: this stream is not capturing
+        assert rec.capturing == 1
+        hooks.resolve()  # the flusher's turn: no query during the capture
+        hooks._step(lambda: "eager", Net(), (), {})  # and no event recorded for a step meanwhile
+        assert queried == [] and len(hooks.pending) == 1
+        g.capture_end()
+        assert rec.capturing == 0
+        hooks.resolve()
+        assert queried and not hooks.pending
+    finally:
+        FakeEvent.query = real_query  # type: ignore[method-assign]

@@ -89,9 +89,10 @@ class GpuSampler(PeriodicSampler):
     name = "gpu"
     tables = ("gpu", "gpu_procs")
 
-    def __init__(self, interval_s: float = 0.1, nvml: Any = None) -> None:
+    def __init__(self, interval_s: float = 0.1, nvml: Any = None, gpm: bool = True) -> None:
         super().__init__(interval_s)
         self._nvml = nvml
+        self._gpm = gpm  # --no-gpm: device counters only
         self._devices: list[_Device] = []
         self._initialized = False
         self._errors: dict[str, str] = {}  # first error per call, for status()
@@ -127,7 +128,8 @@ class GpuSampler(PeriodicSampler):
                 self._errors.setdefault("nvmlDeviceGetHandleByIndex", str(e))
                 continue
             dev.sm_clock_max = self._call(dev, "nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_SM)
-            self._setup_gpm(dev)
+            if self._gpm:
+                self._setup_gpm(dev)
             self._devices.append(dev)
         if not self._devices:
             raise Unavailable("NVML: no device handle")

@@ -488,9 +488,9 @@ class KernelWindows:
                     teardown=self.teardown, why=self.backend_why, teardown_why=self.teardown_why)
 
     def _capturing_now(self) -> bool:
-        """True while the current stream captures a CUDA graph: no profiler call now."""
+        """True while a CUDA graph is being captured (this stream, or any thread's): no profiler call now."""
         try:
-            if self.capturing():
+            if getattr(self.recorder, "capturing", 0) or self.capturing():
                 self._capture_seen = True
                 return True
         except Exception:  # noqa: BLE001 - cannot tell: act as before

@@ -83,6 +83,8 @@ OPTIONS: tuple[Option, ...] = (
            "is then stopped, the run kept)", flag="--load-wait", type=float, metavar="S", min=0.1, max=_DAY),
     Option("stacks", True, "do not sample Python stacks (py-spy)", flag="--no-stacks", off="--no-stacks"),
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
+    Option("gpm", True, "do not read NVML GPM metrics (SM, tensor and DRAM activity)", flag="--no-gpm",
+           off="--no-gpm"),
     # -- passed to the target ----------------------------------------------------------------------
     Option("hooks", True, "do not inject the in-process hooks", flag="--no-hooks", off="--no-hooks", side=_T),
     Option("redact", True, "keep secrets in recorded command lines and environment (no redaction; "

@@ -43,6 +43,7 @@ class ProfileOptions:
     stack_rate_hz: int | None = default("stack_rate_hz")  # None: default_stack_rate()
     stacks: bool = default("stacks")
     gpu: bool = default("gpu")
+    gpm: bool = default("gpm")
     hooks: bool = default("hooks")
     kernel_windows: int = default("kernel_windows")
     kernel_backend: str = default("kernel_backend")
@@ -200,7 +201,7 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     samplers: list[Sampler] = [HostSampler(opts.host_interval_s)]
     off: dict[str, dict[str, Any]] = {}
     if opts.gpu:
-        samplers.append(GpuSampler(opts.gpu_interval_s))
+        samplers.append(GpuSampler(opts.gpu_interval_s, gpm=opts.gpm))
     else:
         off["gpu"] = {"status": "off", "reason": off_reason("gpu")}
     if opts.stacks:

@@ -150,6 +150,7 @@ class Recorder:
         self.pid = os.getpid()
         self.state = ThreadState()
         self.in_window = False
+        self.capturing = 0  # CUDA graph captures in progress, any thread (hooks/cuda_graph.py)
         self.on_step_end: list[Callable[[int], None]] = []
         self.seq_counter = itertools.count()  # step numbers of this process
         self.seq_start = 0  # the first of them (a forked child goes on from its parent's count)

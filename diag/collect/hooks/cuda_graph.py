@@ -128,8 +128,19 @@ class GraphHooks:
                 self._graphs_seen()
             return timed_call("cuda_graph", describe, graph, orig_replay, (graph,), {})
 
+        rec, lock = self.rec, self.th.lock
+
         def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
-            out = orig_begin(graph, *args, **kwargs)
+            # A capture in the default (global) mode is invalidated by an event query from any
+            # thread: diag's flusher resolving step events once crashed a capture on the H200.
+            # Raised under the lock that resolve() holds while it queries, so none is in flight.
+            with lock:
+                rec.capturing += 1
+            try:
+                out = orig_begin(graph, *args, **kwargs)
+            except BaseException:
+                rec.capturing -= 1
+                raise
             self._began(graph)
             return out
 
@@ -137,6 +148,7 @@ class GraphHooks:
             try:
                 return orig_end(graph)
             finally:
+                rec.capturing = max(0, rec.capturing - 1)
                 self._ended(graph)
 
         for fn, orig in ((replay, orig_replay), (capture_begin, orig_begin), (capture_end, orig_end)):

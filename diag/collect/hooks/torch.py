@@ -317,7 +317,7 @@ class TorchHooks:
         if self.cuda_steps - self.retune_n >= RETUNE_STEPS:
             self._retune()
         cuda = self.torch.cuda
-        if cuda.is_current_stream_capturing():
+        if getattr(self.rec, "capturing", 0) or cuda.is_current_stream_capturing():
             return None  # an event recorded into a CUDA graph capture cannot be queried
         if index is None:
             index = cuda.current_device()
@@ -337,6 +337,8 @@ class TorchHooks:
         if not self.lock.acquire(timeout=self.exit_wait_s if block else -1):
             return  # at exit, another thread holds it: its rows stay unwritten, the exit goes on
         try:
+            if getattr(self.rec, "capturing", 0):
+                return  # a graph capture (any thread) would be invalidated by a query: next time
             while self.pending:
                 row, start, end, index = self.pending[0]
                 try:
