@@ -388,25 +388,15 @@ def cuda_eager_case(rec: Any, rounds: int, steps: int) -> dict[str, Any]:
 
 def cuda_graph_case(rec: Any, rounds: int, steps: int) -> dict[str, Any]:
     torch, (model, users, items), use_plain, use_hooked = _cuda_setup(rec)
+    from ranker_graph import graphed_step  # sample_workloads/, on sys.path since _cuda_setup
+
     with torch.inference_mode():
-        static_user, static_item = users[0].clone(), items[0].clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                model(static_user, static_item)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = model(static_user, static_item)
+        replay = graphed_step(model, users, items)
         k = [0]
 
         def step() -> float:
             k[0] = (k[0] + 1) % 256
-            static_user.copy_(users[k[0]])
-            static_item.copy_(items[k[0]])
-            graph.replay()
-            return static_out.max().item()
+            return replay(k[0]).max().item()
 
         for _ in range(200):
             step()

@@ -3,6 +3,16 @@ rule id, metrics that show the problem, the change that removes the evidence, te
 
 from __future__ import annotations
 
+from diag.analysis.metrics import BY_NAME
+
+
+def metrics(**kw: float) -> dict[str, float | None]:
+    """Every known metric None but those given (`steady__x` for `steady.x`): the input of evaluate_rule."""
+    m: dict[str, float | None] = dict.fromkeys(BY_NAME)
+    m.update({k.replace("__", "."): v for k, v in kw.items()})
+    return m
+
+
 CPU = {"run__gpu": 0.0, "steady__serving": 1.0, "steady__cpu_cores": 2.0, "steady__process_cpu_cores": 1.2}
 
 SERVING_CASES = [

@@ -346,6 +346,7 @@ def test_cupti_windows_write_kineto_traces(tmp_path, fake_cupti) -> None:  # noq
     assert fake_cupti.enabled == set()
     windows = rec.table("windows")
     assert [r["backend"] for r in windows] == ["cupti", "cupti"]
+    w.backend.wait()  # the traces are written off the program's thread
     trace = load_trace(str(tmp_path / "raw" / "kineto" / windows[0]["trace"]))
     assert trace["diag"]["records"] == 5 and trace["diag"]["dropped"] == 0
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import analysis_fixtures as F
 import pytest
 from analysis_fixtures import PID, TID, RunBuilder, ns
-from serving_rule_cases import CPU
+from serving_rule_cases import CPU, metrics
 from tui_support import sync, wait_loaded
 
 from diag.analysis.ranges import run_requests
@@ -156,7 +156,7 @@ def test_requests_are_found_and_marked_once(tmp_path):
     assert req["wait_ns"].isna().tolist() == [False, True]
 
 
-def test_generate_metrics(tmp_path):
+def test_generatemetrics(tmp_path):
     b = RunBuilder(str(tmp_path / "run"), gpu=False)
     b.steps(0.5, 0.05, 0.01, 80, batch=1, shapes="[[1,16]]", dtype="int64")
     for i in range(20):  # 30 ms to first token (20 ms prefill), then 9 tokens of 10 ms
@@ -172,22 +172,16 @@ def test_generate_metrics(tmp_path):
     assert m["steady.gen_tokens_per_s"] > 0
 
 
-def _metrics(**kw: float) -> dict[str, float | None]:
-    from diag.analysis.metrics import BY_NAME
-    m: dict[str, float | None] = dict.fromkeys(BY_NAME)
-    m.update({k.replace("__", "."): v for k, v in kw.items()})
-    return m
-
 
 def test_gc_pause_must_explain_the_tail():
     tail = dict(steady__gc_tail_overlap=0.6, steady__step_p99_ms=74.0, steady__step_p50_ms=20.0,
                 steady__step_p90_ms=30.0)
-    assert evaluate_rule(RULES["gc.pauses_in_tail"], _metrics(**tail, steady__gc_pause_max_ms=1.8)) is None
-    assert evaluate_rule(RULES["gc.pauses_in_tail"], _metrics(**tail, steady__gc_pause_max_ms=40.0)) is not None
+    assert evaluate_rule(RULES["gc.pauses_in_tail"], metrics(**tail, steady__gc_pause_max_ms=1.8)) is None
+    assert evaluate_rule(RULES["gc.pauses_in_tail"], metrics(**tail, steady__gc_pause_max_ms=40.0)) is not None
 
 
 def test_titles_never_render_na_of_it():
-    f = evaluate_rule(RULES["fallback.outside_wait"], _metrics(steady__outside_wait_share=0.6))
+    f = evaluate_rule(RULES["fallback.outside_wait"], metrics(steady__outside_wait_share=0.6))
     assert f is not None and "n/a" not in f.title
 
 
@@ -196,11 +190,11 @@ def test_queueing_meaning_claims_no_idle_device():
 
 
 def test_no_dataloader_advice_to_a_server():
-    m = _metrics(**{k: v for k, v in CPU.items()}, steady__outside_busy_share=0.7, steady__inside_model_share=0.2)
+    m = metrics(**{k: v for k, v in CPU.items()}, steady__outside_busy_share=0.7, steady__inside_model_share=0.2)
     f = evaluate_rule(RULES["cpu.host_work_outside_model"], m)
     assert f is not None and not any("DataLoader" in r.text + r.code for r in f.recommendations)
     assert any("--workers" in r.code for r in f.recommendations)
-    waits = _metrics(**CPU, steady__outside_wait_share=0.7, steady__worker_cpu_cores=1.0, steady__worker_blocked_share=0.9)
+    waits = metrics(**CPU, steady__outside_wait_share=0.7, steady__worker_cpu_cores=1.0, steady__worker_blocked_share=0.9)
     assert evaluate_rule(RULES["cpu.input_workers_busy"], waits) is None
     assert evaluate_rule(RULES["io.workers_blocked"], waits) is None
 

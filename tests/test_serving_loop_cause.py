@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from serving_rule_cases import CPU
+from serving_rule_cases import CPU, metrics
 
-from diag.analysis.metrics import BY_NAME
 from diag.engine import diagnose
 from diag.engine.diagnose import evaluate_rule
 from diag.engine.diagnosis import Diagnosis
@@ -60,11 +59,6 @@ def test_every_recorded_server_wins_by_the_margin(diagnosed, name):
     assert d.scores[LABELS[name]] - max(others) >= MARGIN, d.scores
 
 
-def _metrics(**kw: float) -> dict[str, float | None]:
-    m: dict[str, float | None] = dict.fromkeys(BY_NAME)
-    m.update({k.replace("__", "."): v for k, v in kw.items()})
-    return m
-
 
 # the queue a held loop explains, and the one it does not: the same queue figures, only the loop differs
 QUEUE = dict(CPU, steady__requests=400, steady__queue_wait_ratio=3.4, steady__queue_behind_model_share=0.35,
@@ -72,7 +66,7 @@ QUEUE = dict(CPU, steady__requests=400, steady__queue_wait_ratio=3.4, steady__qu
 
 
 def test_queue_explained_by_a_working_loop_backs_no_queueing():
-    m = _metrics(**QUEUE, steady__loop_blocked_share=0.4, steady__loop_thread_demand=0.66, steady__loop_held_share=0.66)
+    m = metrics(**QUEUE, steady__loop_blocked_share=0.4, steady__loop_thread_demand=0.66, steady__loop_held_share=0.66)
     assert evaluate_rule(RULES["queue.requests_wait"], m) is None
     loop = evaluate_rule(RULES["serve.loop_saturated"], m)
     assert loop is not None and loop.score >= 0.8
@@ -80,7 +74,7 @@ def test_queue_explained_by_a_working_loop_backs_no_queueing():
 
 def test_queue_behind_a_busy_model_stays_queueing():
     # the overloaded server: the model runs nearly all the time, the loop thread has little work
-    m = _metrics(**dict(QUEUE, steady__model_busy_share=0.88), steady__loop_blocked_share=0.44,
+    m = metrics(**dict(QUEUE, steady__model_busy_share=0.88), steady__loop_blocked_share=0.44,
                  steady__loop_thread_demand=0.2, steady__loop_held_share=0.44)
     q = evaluate_rule(RULES["queue.requests_wait"], m)
     assert q is not None and q.score >= 0.8

@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from serving_rule_cases import CPU
+from serving_rule_cases import CPU, metrics
 
-from diag.analysis.metrics import BY_NAME
 from diag.engine import diagnose
 from diag.engine.diagnose import evaluate_rule
 from diag.engine.rules import load_rules
@@ -42,11 +41,6 @@ def test_full_batches_behind_a_busy_model_are_queueing_by_a_margin():
     assert abs(m["steady.requests_found"] - own) <= 0.02 * own, (m["steady.requests_found"], own)
 
 
-def _metrics(**kw: float) -> dict[str, float | None]:
-    m: dict[str, float | None] = dict.fromkeys(BY_NAME)
-    m.update({k.replace("__", "."): v for k, v in kw.items()})
-    return m
-
 
 # a CPU server whose model thread runs all the time; only the queue and the batch size vary
 MODEL = dict(CPU, steady__inside_model_share=0.86, steady__requests=2500, steady__batcher_seen=1,
@@ -55,7 +49,7 @@ MODEL = dict(CPU, steady__inside_model_share=0.86, steady__requests=2500, steady
 
 @pytest.mark.parametrize("batch", [1, 4, 16, 32, 64])
 def test_batch_size_picks_the_fix_not_the_label(batch):
-    m = _metrics(**MODEL, steady__batch_p50=batch, steady__batch_max=batch, steady__queue_wait_ratio=18)
+    m = metrics(**MODEL, steady__batch_p50=batch, steady__batch_max=batch, steady__queue_wait_ratio=18)
     q = evaluate_rule(RULES["queue.requests_wait"], m)
     c = evaluate_rule(RULES["compute.cpu_model_time"], m)
     assert q is not None and c is not None
@@ -64,7 +58,7 @@ def test_batch_size_picks_the_fix_not_the_label(batch):
 
 def test_requests_served_as_they_come_are_compute_bound():
     # no queue worth the name: the model's time per request is the latency
-    m = _metrics(**MODEL, steady__batch_p50=16, steady__batch_max=16, steady__queue_wait_ratio=0.2)
+    m = metrics(**MODEL, steady__batch_p50=16, steady__batch_max=16, steady__queue_wait_ratio=0.2)
     assert evaluate_rule(RULES["queue.requests_wait"], m) is None
     c = evaluate_rule(RULES["compute.cpu_model_time"], m)
     assert c is not None and c.score >= 0.9
@@ -72,7 +66,7 @@ def test_requests_served_as_they_come_are_compute_bound():
 
 def test_a_queue_not_behind_the_model_leaves_its_compute_alone():
     # requests wait, but not for the model (a held loop, a slow client): the model's time stays compute
-    m = _metrics(**dict(MODEL, steady__queue_behind_model_share=0.05), steady__batch_p50=16, steady__batch_max=16,
+    m = metrics(**dict(MODEL, steady__queue_behind_model_share=0.05), steady__batch_p50=16, steady__batch_max=16,
                  steady__queue_wait_ratio=5)
     c = evaluate_rule(RULES["compute.cpu_model_time"], m)
     assert c is not None and c.score >= 0.9

@@ -279,7 +279,7 @@ class CuptiWindow:
             api.activity_disable(k)
 
     def stop(self, path: str, finalize: bool = True) -> dict[str, Any]:
-        """Disable, flush, finalize CUPTI when `finalize`, and write the trace to `path`.
+        """Disable, flush, finalize CUPTI when `finalize`; the trace goes to `path` from a writer thread (wait()).
 
         Returns what went into the trace: records, dropped, finalized.
         """

@@ -122,6 +122,7 @@ _UNDESCRIBED = ("", -1, "", "", "")  # model, batch, shapes, dtype, device of a 
 
 MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
 RATE_ROWS = 1024       # rows of a frequent table between two looks at its rate (the rate cap)
+_NEVER_LOOKED = (-RATE_ROWS, 0)  # a table's first look at its rate is due at once
 
 _ACTIVE: Recorder | None = None
 
@@ -208,16 +209,16 @@ class Recorder:
         full = self._full if full is None else full
         return 1 if n < full else self._sampled_weight(n, full)
 
-    def frequent_weight(self, table: str, level_full: int | None = None) -> int:
+    def frequent_weight(self, table: str) -> int:
         """weight() for a kind of row that comes once a step or more (copies, collectives):
-        `detail_rows` kept whole, then the level scheme past `level_full` and the rate cap."""
+        `detail_rows` kept whole, then the level scheme and the rate cap."""
         n = self._seen.get(table, 0)
         self._seen[table] = n + 1
-        return 1 if n < self.detail_full else self._capped_weight(table, n, level_full or self.detail_full)
+        return 1 if n < self.detail_full else self._capped_weight(table, n, self.detail_full)
 
     def _capped_weight(self, table: str, n: int, level_full: int) -> int:
         """Past detail_rows: keep row n 1 in k, k the larger of the level scheme's and the rate cap's."""
-        if n - self._rate_look.get(table, (-RATE_ROWS, 0))[0] >= RATE_ROWS:
+        if n - self._rate_look.get(table, _NEVER_LOOKED)[0] >= RATE_ROWS:
             self._retune_rate(table, n)
         k = self._rate_every.get(table, 1)
         if n >= level_full:
