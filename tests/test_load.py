@@ -116,3 +116,21 @@ def test_event_loop_is_uvloop_where_installed_else_asyncio(monkeypatch: pytest.M
     run_loop(which())
     assert seen[0].startswith("asyncio") and seen[2].startswith("asyncio")
     assert seen[1].startswith("uvloop" if has_uvloop else "asyncio")
+
+
+def test_the_heap_that_exists_before_the_load_is_not_scanned_during_it(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A full collection of a host's heap stopped the sender for ~390 ms inside the test runner (late sends)."""
+    import gc
+
+    from diag.load import runner
+
+    seen: list[int] = []
+
+    def fake_loop(coro) -> None:  # noqa: ANN001
+        coro.close()
+        seen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(runner, "run_loop", fake_loop)
+    runner.run_load(parse_load_args(["http://127.0.0.1:9/", "--rate", "5", "--duration", "0.1"]),
+                    out=str(tmp_path / "run"))
+    assert seen and seen[0] > 0 and gc.get_freeze_count() == 0  # frozen while the load ran, thawed after
