@@ -13,14 +13,15 @@ DATA_FILE = os.environ.get("SERVE_DATA", "/tmp/diag_serving_blob.bin")
 _times_file: Any = None
 
 
-def record_time(ms: float) -> None:
-    """Append one handler time (ms) to SERVE_TIMES/times.<pid>.txt: every worker process, however it exits."""
+def record_time(ms: float, start_ns: int) -> None:
+    """Append one handler's start (wall ns) and time (ms) to SERVE_TIMES/times.<pid>.txt: every worker
+    process, however it exits. The start lets a test compare over the window diag calls steady."""
     global _times_file
     if not TIMES_DIR:
         return
     if _times_file is None:
         _times_file = open(os.path.join(TIMES_DIR, f"times.{os.getpid()}.txt"), "a", buffering=1)  # noqa: SIM115
-    _times_file.write(f"{ms:.4f}\n")
+    _times_file.write(f"{start_ns} {ms:.4f}\n")
 
 
 class Timed:
@@ -33,11 +34,11 @@ class Timed:
         if scope.get("type") != "http":
             await self.inner(scope, receive, send)
             return
-        t0 = time.perf_counter()
+        wall, t0 = time.time_ns(), time.perf_counter()
         try:
             await self.inner(scope, receive, send)
         finally:
-            record_time((time.perf_counter() - t0) * 1e3)
+            record_time((time.perf_counter() - t0) * 1e3, wall)
 
 
 class TimedWsgi:
@@ -47,11 +48,11 @@ class TimedWsgi:
         self.inner = inner
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
-        t0 = time.perf_counter()
+        wall, t0 = time.time_ns(), time.perf_counter()
         try:
             return list(self.inner(environ, start_response))
         finally:
-            record_time((time.perf_counter() - t0) * 1e3)
+            record_time((time.perf_counter() - t0) * 1e3, wall)
 
 
 def ensure_blob() -> None:

@@ -83,10 +83,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             prof.kill()
     client = _client(load.stdout)
-    handler = np.array([float(x) for p in work.glob("times.*.txt") for x in p.read_text().split()], dtype=float)
     ana = subprocess.run([*DIAG, "analyze", str(out), "--json"], cwd=ROOT, capture_output=True, text=True)
     d = json.loads(ana.stdout)
     m = d["metrics"]
+    rows = np.array([line.split() for p in sorted(work.glob("times.*.txt")) for line in p.read_text().splitlines()],
+                    dtype=float).reshape(-1, 2)
+    handler, in_steady = rows[:, 1], _in_steady(rows[:, 0], out, d)
     top = sorted(d["scores"].items(), key=lambda kv: -kv[1])[:3]
     return {
         "server": args.server, "variant": args.variant, "model": args.model, "annotate": args.annotate, "workers": args.workers,
@@ -98,8 +100,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "server_handler_n": int(len(handler)),
         "server_handler_p50_ms": float(np.percentile(handler, 50)) if len(handler) else None,
         "server_handler_p99_ms": float(np.percentile(handler, 99)) if len(handler) else None,
+        # the same requests diag's steady.handler_* figures cover: those that started in its steady window
+        "server_steady_handler_n": int(in_steady.sum()),
+        "server_steady_handler_p50_ms": float(np.percentile(handler[in_steady], 50)) if in_steady.any() else None,
+        "server_steady_handler_p99_ms": float(np.percentile(handler[in_steady], 99)) if in_steady.any() else None,
         "client": client, "run": str(out),
     }
+
+
+def _in_steady(start_ns: np.ndarray, out: Path, diagnosis: dict[str, Any]) -> np.ndarray:
+    """Which server-timed requests started inside the steady phase diag chose (all of them if none)."""
+    from diag.store.run import open_run
+
+    steady = [p for p in diagnosis.get("phases", []) if p["name"] == "steady"]
+    if not steady:
+        return np.ones(len(start_ns), dtype=bool)
+    t0 = open_run(str(out)).start_ns
+    lo, hi = t0 + steady[0]["start_s"] * 1e9, t0 + steady[0]["end_s"] * 1e9
+    return (start_ns >= lo) & (start_ns <= hi)
 
 
 def _client(stdout: str) -> dict[str, Any]:
