@@ -156,7 +156,7 @@ class FakeNvml:
 
 def test_rows_gpm_and_not_supported(tmp_path):
     nvml = FakeNvml()
-    s = GpuSampler(interval_s=0.06, nvml=nvml)
+    s = GpuSampler(interval_s=0.06, nvml=nvml, gpm_interval_s=0.06)
     s.start(str(tmp_path), 1)
     time.sleep(0.6)
     s.stop()
@@ -201,6 +201,23 @@ def test_rows_gpm_and_not_supported(tmp_path):
 
     procs = _rows(tmp_path, "gpu_procs")
     assert procs and all(p == {"ts_ns": p["ts_ns"], "gpu": 0, "pid": 4242, "used_bytes": 123456789} for p in procs)
+
+
+def test_gpm_rows_come_once_per_gpm_interval(tmp_path):
+    # the GPM counters are read less often than the rest (reading them slows the GPU's kernels)
+    nvml = FakeNvml(count=1)
+    s = GpuSampler(interval_s=0.05, nvml=nvml, gpm_interval_s=0.4)
+    s.start(str(tmp_path), 1)
+    time.sleep(1.3)
+    s.stop()
+    rows = _rows(tmp_path, "gpu")
+    with_gpm = [r for r in rows if r["sm_active"] is not None]
+    assert len(rows) >= 12 and 2 <= len(with_gpm) <= 4
+    assert all(r["util_gpu"] == 87 for r in rows)  # the other columns every tick
+    # each GPM row spans the whole interval since the previous one: consecutive samples still pair up
+    assert nvml.pairs == [(k, k + 1) for k in range(len(nvml.pairs))]
+    gaps = [(b["ts_ns"] - a["ts_ns"]) / 1e9 for a, b in zip(with_gpm, with_gpm[1:])]
+    assert all(g > 0.3 for g in gaps)
 
 
 def test_init_failure_is_unavailable(tmp_path):

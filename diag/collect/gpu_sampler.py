@@ -89,10 +89,12 @@ class GpuSampler(PeriodicSampler):
     name = "gpu"
     tables = ("gpu", "gpu_procs")
 
-    def __init__(self, interval_s: float = 0.1, nvml: Any = None, gpm: bool = True) -> None:
+    def __init__(self, interval_s: float = 0.1, nvml: Any = None, gpm: bool = True,
+                 gpm_interval_s: float = 1.0) -> None:
         super().__init__(interval_s)
         self._nvml = nvml
         self._gpm = gpm  # --no-gpm: device counters only
+        self._gpm_interval_s = max(gpm_interval_s, GPM_MIN_GAP_S)
         self._devices: list[_Device] = []
         self._initialized = False
         self._errors: dict[str, str] = {}  # first error per call, for status()
@@ -252,8 +254,10 @@ class GpuSampler(PeriodicSampler):
             return out
         nvml = self._nvml
         now = time.monotonic()
-        if dev.gpm_prev is None or now - dev.gpm_prev_t < GPM_MIN_GAP_S:
-            return out  # too close to the previous sample to mean anything
+        # Reading the counters costs a GPU-bound loop ~3% at 10 Hz (docs/performance.md): a GPM row comes
+        # once per gpm_interval_s, averaged over it, and the ticks between leave the columns null.
+        if dev.gpm_prev is None or now - dev.gpm_prev_t < max(self._gpm_interval_s - self.interval_s / 2, GPM_MIN_GAP_S):
+            return out
         if self._call(dev, "nvmlGpmSampleGet", dev.gpm_next) is None:
             return out  # keep the old previous sample: the next tick spans both intervals
         dev.gpm_prev_t = now

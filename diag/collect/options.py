@@ -85,6 +85,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
     Option("gpm", True, "do not read NVML GPM metrics (SM, tensor and DRAM activity)", flag="--no-gpm",
            off="--no-gpm"),
+    Option("gpm_interval_s", 1.0, "NVML GPM interval: each GPM row averages the counters over this span (reading "
+           "them slows the GPU's own kernels, so less often than the other NVML figures)", flag="--gpm-interval",
+           type=float, metavar="S", min=0.02, max=3600.0),
     # -- passed to the target ----------------------------------------------------------------------
     Option("hooks", True, "do not inject the in-process hooks", flag="--no-hooks", off="--no-hooks", side=_T),
     Option("redact", True, "keep secrets in recorded command lines and environment (no redaction; "

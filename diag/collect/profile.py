@@ -44,6 +44,7 @@ class ProfileOptions:
     stacks: bool = default("stacks")
     gpu: bool = default("gpu")
     gpm: bool = default("gpm")
+    gpm_interval_s: float = default("gpm_interval_s")
     hooks: bool = default("hooks")
     kernel_windows: int = default("kernel_windows")
     kernel_backend: str = default("kernel_backend")
@@ -201,7 +202,7 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     samplers: list[Sampler] = [HostSampler(opts.host_interval_s)]
     off: dict[str, dict[str, Any]] = {}
     if opts.gpu:
-        samplers.append(GpuSampler(opts.gpu_interval_s, gpm=opts.gpm))
+        samplers.append(GpuSampler(opts.gpu_interval_s, gpm=opts.gpm, gpm_interval_s=opts.gpm_interval_s))
     else:
         off["gpu"] = {"status": "off", "reason": off_reason("gpu")}
     if opts.stacks:
