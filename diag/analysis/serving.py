@@ -32,9 +32,14 @@ METRICS = [
     Metric("steady.requests_found", "count", "Requests found with no code change (ASGI, WSGI, generate) in the steady state."),
     Metric("steady.pre_handler_wait_p50_ms", "ms", "Median time a found request waited between its arrival and its handler's start (a busy event loop, no free worker thread)."),
     Metric("steady.pre_handler_wait_p99_ms", "ms", "99th percentile of the wait before the handler runs."),
-    Metric("steady.pre_handler_wait_share", "ratio", "Share of found requests' latency spent before the handler ran."),
+    Metric("steady.pre_handler_wait_share", "ratio", "Share of found requests' latency spent before the handler ran, the wait in the kernel's backlog included (steady.backlog_wait_ms)."),
+    Metric("steady.pre_handler_wait_mean_ms", "ms", "Mean time a found request waited before its handler ran: the measured wait plus the wait in the kernel's backlog."),
+    Metric("steady.backlog_mean", "count", "Requests waiting in the kernel for the server, on average: connections in its listening sockets' accept queues plus accepted connections with bytes it has not read (sockets table)."),
+    Metric("steady.backlog_max", "count", "Most requests seen waiting in the kernel for the server at once."),
+    Metric("steady.backlog_wait_ms", "ms", "Mean time a request waited in the kernel before the server took it, by Little's law: steady.backlog_mean over the requests served per second."),
     Metric("steady.handler_p50_ms", "ms", "Median handler time of found requests (the app call, start to return)."),
     Metric("steady.handler_p99_ms", "ms", "99th percentile handler time of found requests."),
+    Metric("steady.part_backlog_share", "ratio", "Share of request time waiting in the kernel's backlog before the server took the request (Little's law)."),
     Metric("steady.part_pre_handler_share", "ratio", "Share of request time before the handler ran (measured part)."),
     Metric("steady.part_to_model_share", "ratio", "Share of request time from the handler's start to the start of the step that served it (pre-processing, queue to the model)."),
     Metric("steady.part_model_share", "ratio", "Share of request time in the step that served it."),
@@ -87,6 +92,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
         _generate(ctx, out)
         return out
     out["steady.requests_found"] = float(weights(found).sum()) if not found.empty else 0.0
+    _backlog(ctx, out)
     _parts(ctx, found, out)
     _stages(ctx, req, out)
     _loop(ctx, out)
@@ -126,6 +132,37 @@ def server_roles(run_events: pd.DataFrame) -> dict[int, dict]:
     return out
 
 
+def backlog(ctx: Context) -> tuple[float, float] | None:
+    """(mean, max) requests waiting in the kernel for the server over the steady state: per sampler tick,
+    the accept queues of its listening ports plus its accepted connections with unread bytes. None
+    where no listening socket of the target was sampled."""
+    socks = ctx.window("sockets")
+    if socks.empty:
+        return None
+    waiting = num(socks["accept_queue"]) + num(socks["unread"])
+    per_tick = pd.Series(np.nan_to_num(waiting), index=socks["ts_ns"].to_numpy()).groupby(level=0).sum()
+    return float(per_tick.mean()), float(per_tick.max())
+
+
+def backlog_wait_ms(ctx: Context) -> float | None:
+    """Mean wait in the kernel's backlog per request (Little's law: waiting / served per second), or None."""
+    b = backlog(ctx)
+    req = ctx.requests()
+    if b is None or req.empty or ctx.seconds <= 0:
+        return None
+    http = req[req["source"].isin(["asgi", "wsgi"]).to_numpy()]
+    served = float(weights(http).sum()) / ctx.seconds if not http.empty else 0.0
+    return b[0] / served * 1e3 if served > 0 else None
+
+
+def _backlog(ctx: Context, out: dict[str, float | None]) -> None:
+    b = backlog(ctx)
+    if b is None:
+        return
+    out["steady.backlog_mean"], out["steady.backlog_max"] = b
+    out["steady.backlog_wait_ms"] = backlog_wait_ms(ctx)
+
+
 def request_parts(ctx: Context) -> pd.DataFrame:
     """Per found request (ms): pre_handler, to_model, model, post; NaN where a part is not measured."""
     req = ctx.requests()
@@ -156,7 +193,7 @@ def request_parts(ctx: Context) -> pd.DataFrame:
                          "post": post / 1e6, "total": total / 1e6, "weight": weights(found)})
 
 
-PART_WORDS = {"pre_handler": "before the handler", "to_model": "handler to model", "model": "model",
+PART_WORDS = {"backlog": "in the kernel's backlog", "pre_handler": "before the handler", "to_model": "handler to model", "model": "model",
               "post": "after the model"}
 
 
@@ -165,8 +202,11 @@ def parts_summary(ctx: Context) -> list[dict[str, float | str]]:
     p = request_parts(ctx)
     if p.empty:
         return []
+    # the backlog is a mean per request (Little's law), so every request gets it: total time grows by it
+    b = backlog_wait_ms(ctx)
+    p["backlog"] = b if b else np.nan
     w = p["weight"].to_numpy(dtype=float)
-    tot = float((p["total"].to_numpy() * w).sum())
+    tot = float(((p["total"].to_numpy() + (b or 0.0)) * w).sum())
     rows = []
     for part, words in PART_WORDS.items():
         v = p[part].to_numpy(dtype=float)
@@ -188,8 +228,14 @@ def _parts(ctx: Context, found: pd.DataFrame, out: dict[str, float | None]) -> N
     if ok.any():
         out["steady.pre_handler_wait_p50_ms"] = weighted_percentile(wait[ok], w[ok], 50) / 1e6
         out["steady.pre_handler_wait_p99_ms"] = weighted_percentile(wait[ok], w[ok], 99) / 1e6
-        tot = float((num(http["dur_ns"])[ok] * w[ok]).sum())
-        out["steady.pre_handler_wait_share"] = float((wait[ok] * w[ok]).sum()) / tot if tot > 0 else None
+        # Requests waiting in the kernel before the server took them are queued too: a mean per request
+        # (Little's law) that the server's own timing cannot see, added to the measured wait and latency.
+        kernel_ns = (out.get("steady.backlog_wait_ms") or 0.0) * 1e6
+        n = float(w[ok].sum())
+        tot = float((num(http["dur_ns"])[ok] * w[ok]).sum()) + kernel_ns * n
+        waited = float((wait[ok] * w[ok]).sum()) + kernel_ns * n
+        out["steady.pre_handler_wait_share"] = waited / tot if tot > 0 else None
+        out["steady.pre_handler_wait_mean_ms"] = waited / n / 1e6 if n > 0 else None
     h = http["handler_ns"].to_numpy(dtype=float)
     ok = np.isfinite(h)
     if ok.any():

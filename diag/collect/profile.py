@@ -197,9 +197,10 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     """The samplers to run, and the status of those that are off."""
     from diag.collect.gpu_sampler import GpuSampler
     from diag.collect.host_sampler import HostSampler
+    from diag.collect.socket_sampler import SocketSampler
     from diag.collect.stack_sampler import StackSampler
 
-    samplers: list[Sampler] = [HostSampler(opts.host_interval_s)]
+    samplers: list[Sampler] = [HostSampler(opts.host_interval_s), SocketSampler(opts.host_interval_s)]
     off: dict[str, dict[str, Any]] = {}
     if opts.gpu:
         samplers.append(GpuSampler(opts.gpu_interval_s, gpm=opts.gpm, gpm_interval_s=opts.gpm_interval_s))

@@ -110,6 +110,16 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   cheaper calls or more instances where they are full), not the label.
   Requests served about as fast as they arrive leave the model's time as
   the latency: `compute_bound`.
+- **A request waiting in the kernel is queued.** Before a server accepts a
+  connection or reads a request from it, the request waits in the kernel
+  (the listening socket's accept queue, unread bytes on a kept-alive
+  connection), where the server's own timing cannot see it. diag samples
+  both for the target's listening ports (`sockets` table) and turns them
+  into a mean wait per request by Little's law (`steady.backlog_wait_ms`):
+  it counts as time before the handler (`steady.pre_handler_wait_share`),
+  and so a sync worker busy with the previous request is `queueing` once
+  requests wait there longer than they are served, with the compute rules
+  stepping back as for a queue behind the model.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence

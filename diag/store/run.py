@@ -40,6 +40,7 @@ TABLES: dict[str, list[str]] = {
             "temp_c", "throttle", "throttle_reasons", "pcie_tx_bps", "pcie_rx_bps", "sm_active",
             "sm_occupancy", "tensor_active", "dram_bw_util", "fp32_active", "fp16_active"],
     "gpu_procs": ["ts_ns", "gpu", "pid", "used_bytes"],
+    "sockets": ["ts_ns", "port", "accept_queue", "unread"],
     "stacks": ["ts_ns", "dur_ns", "pid", "tid", "stack", "idle"],
     "kernels": ["ts_ns", "dur_ns", "window", "device", "stream", "name", "category", "kind",
                 "copy_kind", "src_mem", "bytes", "grid", "block"],
@@ -59,7 +60,7 @@ NUMERIC_COLUMNS = frozenset({
     "mem_used_bytes", "mem_total_bytes", "gpu", "util_gpu", "util_mem", "sm_clock_mhz", "mem_clock_mhz",
     "sm_clock_max_mhz", "power_w", "power_limit_w", "temp_c", "throttle", "pcie_tx_bps", "pcie_rx_bps",
     "sm_active", "sm_occupancy", "tensor_active", "dram_bw_util", "fp32_active", "fp16_active",
-    "used_bytes", "window", "stream", "steps", "profiler_start_ns", "depth"})
+    "used_bytes", "port", "accept_queue", "unread", "window", "stream", "steps", "profiler_start_ns", "depth"})
 TEXT_COLUMNS = frozenset({
     "source", "model", "shapes", "dtype", "name", "kind", "domain", "api", "direction", "stack",
     "category", "copy_kind", "src_mem", "dst_mem", "grid", "block", "trace", "throttle_reasons"})
