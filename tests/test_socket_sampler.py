@@ -108,3 +108,19 @@ def test_a_busy_sync_worker_backlog_is_queueing() -> None:
     parts = {p["part"]: p for p in d.serving["parts"]}
     assert parts["backlog"]["share"] > 0.95
     assert any(f.rule == "serve.wait_before_handler" for f in d.findings)
+
+
+def test_a_short_accept_wait_on_a_light_load_is_not_a_queue() -> None:
+    """gunicorn, 2 sync workers, 30 req/s of 2.4 ms requests: each new connection waits ~1 ms to be
+    accepted (a worker's wake-up), a third of the request time but shorter than serving it."""
+    from serving_rule_cases import CPU, metrics
+
+    from diag.engine.diagnose import evaluate_rule
+    from diag.engine.rules import load_rules
+
+    rule = next(r for r in load_rules() if r.id == "serve.wait_before_handler")
+    light = metrics(**CPU, steady__requests_found=300, steady__pre_handler_wait_share=0.34,
+                    steady__pre_handler_wait_mean_ms=1.0, steady__handler_p50_ms=2.4)
+    assert evaluate_rule(rule, light) is None
+    light["steady.pre_handler_wait_mean_ms"] = 30.0  # waiting longer than served: queued
+    assert evaluate_rule(rule, light) is not None
