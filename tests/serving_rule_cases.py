@@ -26,6 +26,8 @@ SERVING_CASES = [
                                        steady__pre_handler_wait_p50_ms=900, steady__pre_handler_wait_mean_ms=950,
                                        steady__handler_p50_ms=400),
      {"steady__pre_handler_wait_share": 0.05}, "--workers"),
+    ("serve.handler_blocked", dict(CPU, steady__requests_found=200, steady__handler_blocked_share=0.8),
+     {"steady__handler_blocked_share": 0.1}, "gthread"),
     ("serve.model_thread_saturated", dict(CPU, steady__model_busy_share=0.95, steady__part_to_model_share=0.9,
                                           steady__batcher_seen=1, steady__batch_p50=4, steady__batch_max=16),
      {"steady__model_busy_share": 0.3}, "quantize_dynamic"),

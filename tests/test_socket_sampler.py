@@ -124,3 +124,16 @@ def test_a_short_accept_wait_on_a_light_load_is_not_a_queue() -> None:
     assert evaluate_rule(rule, light) is None
     light["steady.pre_handler_wait_mean_ms"] = 30.0  # waiting longer than served: queued
     assert evaluate_rule(rule, light) is not None
+
+
+def test_a_sync_handler_blocked_in_a_call_is_io_bound() -> None:
+    """gunicorn, one sync worker, a 20 ms time.sleep in each ~23 ms handler, 20 req/s: the worker is off
+    the CPU in the handler, which py-spy's idle flag does not show (time.sleep); its CPU counters do."""
+    d = diagnose(open_run(str(DATA / "flask-sleep")))
+    assert d.primary == "io_bound" and d.margin >= 0.2, (d.primary, d.scores)
+    assert 0.5 <= d.metrics["steady.handler_blocked_share"] <= 0.9
+    f = next(f for f in d.findings if f.rule == "serve.handler_blocked")
+    assert "flask_app.py:51" in f.title  # the line of the sleep
+    # a handler that tokenizes on the CPU is not blocked
+    tok = diagnose(open_run(str(DATA / "flask-tokenize")))
+    assert tok.metrics["steady.handler_blocked_share"] < 0.2 and tok.primary == "cpu_bound"

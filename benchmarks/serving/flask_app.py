@@ -1,13 +1,14 @@
 """Flask server, model called in the view (gunicorn sync or gthread workers).
 
 Run: gunicorn -w 1 -b 127.0.0.1:8000 benchmarks.serving.flask_app:app
-Environment: SERVE_VARIANT (base | tokenize | read), SERVE_ANNOTATE, SERVE_TIMES as fastapi_app.py.
+Environment: SERVE_VARIANT (base | tokenize | read | sleep: a blocking 20 ms call, e.g. a sync client), SERVE_ANNOTATE, SERVE_TIMES as fastapi_app.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any
 
 import torch
@@ -45,6 +46,9 @@ def classify() -> Any:
         if VARIANT == "read":
             with _ctx("stage", "read"):
                 read_blob()
+        if VARIANT == "sleep":
+            with _ctx("stage", "lookup"):
+                time.sleep(0.02)
         with _ctx("stage", "model"), torch.inference_mode():
             label = int(model(torch.tensor([ids])).argmax(dim=1)[0])
     return jsonify(label=label)

@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from diag.analysis import intervals, threads
+from diag.analysis import intervals, stacks, threads
 from diag.analysis.catalog import Metric
 from diag.analysis.columns import weighted_percentile, weights
 from diag.analysis.context import Context, num
@@ -37,6 +37,7 @@ METRICS = [
     Metric("steady.backlog_mean", "count", "Requests waiting in the kernel for the server, on average: connections in its listening sockets' accept queues plus accepted connections with bytes it has not read (sockets table)."),
     Metric("steady.backlog_max", "count", "Most requests seen waiting in the kernel for the server at once."),
     Metric("steady.backlog_wait_ms", "ms", "Mean time a request waited in the kernel before the server took it, by Little's law: steady.backlog_mean over the requests served per second."),
+    Metric("steady.handler_blocked_share", "ratio", "Share of the WSGI handlers' time their thread was off CPU (thread CPU counters), outside the model and not waiting on the program's own threads or queues (stack samples): blocked in a call (a sync client, a sleep, a read)."),
     Metric("steady.handler_p50_ms", "ms", "Median handler time of found requests (the app call, start to return)."),
     Metric("steady.handler_p99_ms", "ms", "99th percentile handler time of found requests."),
     Metric("steady.part_backlog_share", "ratio", "Share of request time waiting in the kernel's backlog before the server took the request (Little's law)."),
@@ -94,6 +95,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
     out["steady.requests_found"] = float(weights(found).sum()) if not found.empty else 0.0
     _backlog(ctx, out)
     _parts(ctx, found, out)
+    _handler_blocked(ctx, found, out)
     _stages(ctx, req, out)
     _loop(ctx, out)
     _model(ctx, server_pids, out)
@@ -280,6 +282,45 @@ def stage_summary(ctx: Context) -> list[dict[str, float | str]]:
                      "mean_ms": float(np.average(g["dur"], weights=g["w"])) / 1e6,
                      "share": float((g["dur"] * g["w"]).sum()) / total if total > 0 else 0.0})
     return sorted(rows, key=lambda r: -float(r["share"]))
+
+
+def _handler_blocked(ctx: Context, found: pd.DataFrame, out: dict[str, float | None]) -> None:
+    """steady.handler_blocked_share, for thread-per-request (WSGI) handlers only (an ASGI handler's
+    thread is the event loop, idle while its request awaits: the loop rules judge that thread).
+
+    Per request thread: the handler time it was neither on a CPU nor queued for one (its CPU counters;
+    the thread does little but handle requests), less the time in the model (a GPU sync is the model's)
+    and in waits on the program's own threads or queues (a batcher's result: stack samples), over the
+    handler time. py-spy's idle flag is not used: it misses a thread asleep in time.sleep.
+    """
+    wsgi = found[(found["source"] == "wsgi").to_numpy()] if not found.empty else found
+    if wsgi.empty or ctx.seconds <= 0:
+        return
+    cpu, runq = threads.thread_cpu(ctx), threads.thread_cpu(ctx, runq=True)
+    steps = ctx.window("steps")
+    st = ctx.window("stacks")
+    handler_s = blocked_s = 0.0
+    for (pid, tid), g in wsgi.groupby([wsgi["pid"].to_numpy(), wsgi["tid"].to_numpy()]):
+        if (pid, tid) not in cpu:
+            continue
+        w = weights(g)
+        start = g["ts_ns"].to_numpy(dtype=np.int64) + np.nan_to_num(num(g["wait_ns"]), nan=0).astype(np.int64)
+        end = g["ts_ns"].to_numpy(dtype=np.int64) + np.nan_to_num(num(g["dur_ns"]), nan=0).astype(np.int64)
+        handler = float(((end - start) * w).sum()) / 1e9
+        mine = steps[(steps["pid"] == pid).to_numpy() & (steps["tid"] == tid).to_numpy()] if not steps.empty else steps
+        model = float((num(mine["dur_ns"]) * weights(mine)).sum()) / 1e9 if not mine.empty else 0.0
+        own_wait = 0.0
+        if not st.empty:
+            s = st[(st["pid"] == pid).to_numpy() & (st["tid"] == tid).to_numpy()]
+            s0, s1 = intervals.merge(start, end)
+            s = s[intervals.inside(s["ts_ns"].to_numpy(dtype=np.int64), s0, s1)]
+            if len(s) >= 20:
+                own_wait = handler * float(stacks.thread_wait_frames(s["stack"]).mean())
+        off = handler - (cpu[(pid, tid)] + runq.get((pid, tid), 0.0)) * ctx.seconds
+        handler_s += handler
+        blocked_s += max(0.0, off - model - own_wait)
+    if handler_s > 0:
+        out["steady.handler_blocked_share"] = min(1.0, blocked_s / handler_s)
 
 
 def _stages(ctx: Context, req: pd.DataFrame, out: dict[str, float | None]) -> None:

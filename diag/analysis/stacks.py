@@ -62,6 +62,12 @@ def model_frames(stacks: pd.Series) -> pd.Series:
     return _judge(stacks, lambda s: bool(MODEL_FRAME.search(s)))
 
 
+def thread_wait_frames(stacks: pd.Series) -> pd.Series:
+    """Whether each stack's innermost frame waits on a lock, condition, queue or pipe of the program's own
+    (WAIT_LEAF): a thread handed work to another and waits for its result."""
+    return _judge(stacks, lambda s: bool(WAIT_LEAF.match(s.rpartition(";")[2])))
+
+
 def worker_wait_frames(stacks: pd.Series) -> pd.Series:
     """Whether each stack blocks in a pipe or queue to the program's own worker processes (WORKER_WAIT_FRAME)."""
     return _judge(stacks, lambda s: bool(WAIT_LEAF.match(s.rpartition(";")[2])) and bool(WORKER_WAIT_FRAME.search(s)))
