@@ -216,7 +216,7 @@ def test_gpm_rows_come_once_per_gpm_interval(tmp_path):
     assert all(r["util_gpu"] == 87 for r in rows)  # the other columns every tick
     # each GPM row spans the whole interval since the previous one: consecutive samples still pair up
     assert nvml.pairs == [(k, k + 1) for k in range(len(nvml.pairs))]
-    gaps = [(b["ts_ns"] - a["ts_ns"]) / 1e9 for a, b in zip(with_gpm, with_gpm[1:])]
+    gaps = [(b["ts_ns"] - a["ts_ns"]) / 1e9 for a, b in zip(with_gpm, with_gpm[1:], strict=False)]
     assert all(g > 0.3 for g in gaps)
 
 

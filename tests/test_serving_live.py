@@ -50,3 +50,19 @@ def test_uvicorn_two_workers_live(tmp_path):
     assert not {"io.workers_blocked", "io.workers_reading", "cpu.input_workers_busy"} & set(rules)
     members = d.serving.get("members") or []
     assert len(members) == 2 and sum(m["requests"] for m in members) == pytest.approx(d.metrics["steady.requests_found"], abs=3)
+
+
+@pytest.mark.parametrize("args, label, rule", [
+    # one sync worker offered far more than it serves: the wait is in the listening socket's accept queue
+    (("--variant", "base", "--model", "large", "--rate", "200"), "queueing", "serve.wait_before_handler"),
+    # a blocking call holds the worker: off the CPU in the handler
+    (("--variant", "sleep", "--rate", "20"), "io_bound", "serve.handler_blocked"),
+])
+def test_flask_variant_live(tmp_path, args, label, rule):
+    res = _serve(tmp_path, "--server", "flask", *args)
+    d = diagnose(open_run(res["run"]))
+    assert d.primary == label, (d.primary, d.scores)
+    assert d.margin is not None and d.margin >= 0.2, d.scores
+    assert rule in [f.rule for f in d.findings]
+    ours, theirs = d.metrics["steady.handler_p50_ms"], res["server_steady_handler_p50_ms"]
+    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)

@@ -195,8 +195,8 @@ def request_parts(ctx: Context) -> pd.DataFrame:
                          "post": post / 1e6, "total": total / 1e6, "weight": weights(found)})
 
 
-PART_WORDS = {"backlog": "in the kernel's backlog", "pre_handler": "before the handler", "to_model": "handler to model", "model": "model",
-              "post": "after the model"}
+PART_WORDS = {"backlog": "in the kernel's backlog", "pre_handler": "before the handler", "to_model": "handler to model",
+              "model": "model", "post": "after the model"}
 
 
 def parts_summary(ctx: Context) -> list[dict[str, float | str]]:

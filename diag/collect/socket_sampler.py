@@ -8,10 +8,11 @@ bytes the server has not read yet (a starved event loop). Linux shows both in
 queue's length; for an established one, the bytes received and not yet read.
 
 Every tick writes one `sockets` row per listening port of the target's
-process tree (docs/run-format.md): `accept_queue` and `unread` (accepted connections on that port with unread bytes). The sockets
-that belong to the tree are found from /proc/<pid>/fd (`socket:[inode]`),
-refreshed once a second; a tree with no listening TCP socket costs one such
-refresh a second and nothing else.
+process tree (docs/run-format.md): `accept_queue`, and `unread` (accepted
+connections on that port with unread bytes). The sockets that belong to the
+tree are found from /proc/<pid>/fd (`socket:[inode]`), refreshed once a
+second; a tree with no listening TCP socket costs one such refresh a second
+and nothing else.
 """
 
 from __future__ import annotations
