@@ -37,7 +37,7 @@ METRICS = [
     Metric("steady.backlog_mean", "count", "Requests waiting in the kernel for the server, on average: connections in its listening sockets' accept queues plus accepted connections with bytes it has not read (sockets table)."),
     Metric("steady.backlog_max", "count", "Most requests seen waiting in the kernel for the server at once."),
     Metric("steady.backlog_wait_ms", "ms", "Mean time a request waited in the kernel before the server took it, by Little's law: steady.backlog_mean over the requests served per second."),
-    Metric("steady.handler_blocked_share", "ratio", "Share of the WSGI handlers' time their thread was off CPU (thread CPU counters), outside the model and not waiting on the program's own threads or queues (stack samples): blocked in a call (a sync client, a sleep, a read)."),
+    Metric("steady.handler_blocked_share", "ratio", "Share of WSGI handler time their thread was off CPU (CPU counters), outside the model and not waiting on its own threads or queues: blocked in a call (a sync client, a sleep)."),
     Metric("steady.handler_p50_ms", "ms", "Median handler time of found requests (the app call, start to return)."),
     Metric("steady.handler_p99_ms", "ms", "99th percentile handler time of found requests."),
     Metric("steady.part_backlog_share", "ratio", "Share of request time waiting in the kernel's backlog before the server took the request (Little's law)."),
