@@ -50,7 +50,10 @@ class DiagApp(App[int]):
         Binding("tab", "switch(1)", "Next view", priority=True),
         Binding("shift+tab", "switch(-1)", "Prev view", priority=True, show=False),
         Binding("escape", "close_filter", "Close filter", show=False),
-        *[Binding(str(i), f"show_view({i})", view.TITLE, show=False) for i, view in enumerate(VIEWS, 1)],
+        # the digits pick a view; the tabs carry no number (nine numbered tabs overflow 80 columns), the
+        # footer says "1-9" once
+        *[Binding(str(i), f"show_view({i})", "Views" if i == 1 else view.TITLE, show=i == 1,
+                  key_display=f"1-{len(VIEWS)}" if i == 1 else None) for i, view in enumerate(VIEWS, 1)],
     ]
 
     def __init__(self, source: Source) -> None:
@@ -61,8 +64,8 @@ class DiagApp(App[int]):
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="views"):
-            for i, view in enumerate(VIEWS, 1):
-                with TabPane(f"{i} {view.TITLE}", id=pane_id(view)):
+            for view in VIEWS:
+                with TabPane(view.TITLE, id=pane_id(view)):
                     yield view(self.source, id=f"view-{view.TITLE.lower()}")
         yield Input(placeholder="filter this view's list (enter: keep, esc: clear)", id="filter")
         yield Footer()
