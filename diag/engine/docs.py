@@ -120,6 +120,14 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   and so a sync worker busy with the previous request is `queueing` once
   requests wait there longer than they are served, with the compute rules
   stepping back as for a queue behind the model.
+- **A request thread off the CPU in its handler is waiting.** A
+  thread-per-request (WSGI) worker idles between requests, so time off the
+  CPU says nothing about it there; inside the handler it does. Its handler
+  time spent neither on a CPU nor queued for one (the thread's own CPU
+  counters: py-spy calls a thread asleep in `time.sleep` active), less the
+  model's time and waits on the program's own threads or queues, is
+  `steady.handler_blocked_share`: a worker held by a blocking call is
+  `io_bound`, with the call's frame named.
 
 Add your own rules with `diag analyze RUN --rules DIR` (every `*.toml` in DIR
 but `policy.toml`, same format; see `diag/engine/rules.py`). An evidence
