@@ -35,7 +35,7 @@ TCP6 = """\
 
 def test_parse_tcp_reads_port_state_queues_and_inode() -> None:
     rows = parse_tcp(TCP)
-    assert len(rows) == 5  # header and the malformed line skipped
+    assert len(rows) == 4  # header, the malformed line and a state neither listening nor established skipped
     assert rows[0] == TcpRow(port=8080, state="0A", tx_queue=0x800, rx_queue=3, inode=4242)
     assert rows[1] == TcpRow(port=8080, state="01", tx_queue=0, rx_queue=0x4D, inode=5151)
     assert parse_tcp(TCP6)[0] == TcpRow(port=8080, state="0A", tx_queue=0x800, rx_queue=2, inode=4243)

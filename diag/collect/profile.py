@@ -200,7 +200,7 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
     from diag.collect.socket_sampler import SocketSampler
     from diag.collect.stack_sampler import StackSampler
 
-    samplers: list[Sampler] = [HostSampler(opts.host_interval_s), SocketSampler(opts.host_interval_s)]
+    samplers: list[Sampler] = [HostSampler(opts.host_interval_s), SocketSampler(max(opts.host_interval_s, 0.5))]
     off: dict[str, dict[str, Any]] = {}
     if opts.gpu:
         samplers.append(GpuSampler(opts.gpu_interval_s, gpm=opts.gpm, gpm_interval_s=opts.gpm_interval_s))

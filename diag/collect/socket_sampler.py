@@ -45,8 +45,12 @@ def parse_tcp(text: str) -> list[TcpRow]:
     """Rows of a /proc/net/tcp or tcp6 file (the header line and malformed lines are skipped)."""
     rows = []
     for line in text.splitlines()[1:]:
+        # sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...; a busy server's table holds
+        # thousands of TIME_WAIT lines: look at the state before splitting the rest
+        head = line.split(None, 4)
+        if len(head) < 5 or head[3] not in (LISTEN, ESTABLISHED):
+            continue
         f = line.split()
-        # sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
         if len(f) < 10:
             continue
         try:
