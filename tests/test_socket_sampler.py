@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,9 +38,9 @@ TCP6 = """\
 def test_parse_tcp_reads_port_state_queues_and_inode() -> None:
     rows = parse_tcp(TCP)
     assert len(rows) == 4  # header, the malformed line and a state neither listening nor established skipped
-    assert rows[0] == TcpRow(port=8080, state="0A", tx_queue=0x800, rx_queue=3, inode=4242)
-    assert rows[1] == TcpRow(port=8080, state="01", tx_queue=0, rx_queue=0x4D, inode=5151)
-    assert parse_tcp(TCP6)[0] == TcpRow(port=8080, state="0A", tx_queue=0x800, rx_queue=2, inode=4243)
+    assert rows[0] == TcpRow(port=8080, state="0A", rx_queue=3, inode=4242)
+    assert rows[1] == TcpRow(port=8080, state="01", rx_queue=0x4D, inode=5151)
+    assert parse_tcp(TCP6)[0] == TcpRow(port=8080, state="0A", rx_queue=2, inode=4243)
 
 
 def test_backlog_counts_the_accept_queue_and_unread_accepted_connections_of_our_ports() -> None:
@@ -76,9 +78,6 @@ def test_sampler_sees_unaccepted_and_unread_connections(tmp_path: Path) -> None:
 
 
 def test_sampler_writes_nothing_without_a_listening_socket(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
     s = SocketSampler(interval_s=0.05)
     try:

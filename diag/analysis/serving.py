@@ -134,35 +134,27 @@ def server_roles(run_events: pd.DataFrame) -> dict[int, dict]:
     return out
 
 
-def backlog(ctx: Context) -> tuple[float, float] | None:
-    """(mean, max) requests waiting in the kernel for the server over the steady state: per sampler tick,
-    the accept queues of its listening ports plus its accepted connections with unread bytes. None
-    where no listening socket of the target was sampled."""
+def backlog(ctx: Context) -> tuple[float, float, float | None] | None:
+    """(mean, max, mean wait in ms) of the requests waiting in the kernel for the server over the steady
+    state: per sampler tick, the accept queues of its listening ports plus its accepted connections with
+    unread bytes; the wait by Little's law (waiting / HTTP requests served per second). None where no
+    listening socket of the target was sampled."""
     socks = ctx.window("sockets")
-    if socks.empty:
+    if socks.empty or ctx.seconds <= 0:
         return None
     waiting = num(socks["accept_queue"]) + num(socks["unread"])
     per_tick = pd.Series(np.nan_to_num(waiting), index=socks["ts_ns"].to_numpy()).groupby(level=0).sum()
-    return float(per_tick.mean()), float(per_tick.max())
-
-
-def backlog_wait_ms(ctx: Context) -> float | None:
-    """Mean wait in the kernel's backlog per request (Little's law: waiting / served per second), or None."""
-    b = backlog(ctx)
+    mean = float(per_tick.mean())
     req = ctx.requests()
-    if b is None or req.empty or ctx.seconds <= 0:
-        return None
-    http = req[req["source"].isin(["asgi", "wsgi"]).to_numpy()]
+    http = req[req["source"].isin(["asgi", "wsgi"]).to_numpy()] if not req.empty else req
     served = float(weights(http).sum()) / ctx.seconds if not http.empty else 0.0
-    return b[0] / served * 1e3 if served > 0 else None
+    return mean, float(per_tick.max()), (mean / served * 1e3 if served > 0 else None)
 
 
 def _backlog(ctx: Context, out: dict[str, float | None]) -> None:
     b = backlog(ctx)
-    if b is None:
-        return
-    out["steady.backlog_mean"], out["steady.backlog_max"] = b
-    out["steady.backlog_wait_ms"] = backlog_wait_ms(ctx)
+    if b is not None:
+        out["steady.backlog_mean"], out["steady.backlog_max"], out["steady.backlog_wait_ms"] = b
 
 
 def request_parts(ctx: Context) -> pd.DataFrame:
@@ -205,7 +197,8 @@ def parts_summary(ctx: Context) -> list[dict[str, float | str]]:
     if p.empty:
         return []
     # the backlog is a mean per request (Little's law), so every request gets it: total time grows by it
-    b = backlog_wait_ms(ctx)
+    found = backlog(ctx)
+    b = found[2] if found is not None else None
     p["backlog"] = b if b else np.nan
     w = p["weight"].to_numpy(dtype=float)
     tot = float(((p["total"].to_numpy() + (b or 0.0)) * w).sum())

@@ -35,9 +35,8 @@ class TcpRow:
     """One line of /proc/net/tcp{,6}: what this sampler needs of it."""
 
     port: int  # local port
-    state: str  # two hex digits
-    tx_queue: int
-    rx_queue: int
+    state: str  # two hex digits, as the kernel writes them
+    rx_queue: int  # listening: the accept queue's length; established: bytes not yet read
     inode: int
 
 
@@ -51,12 +50,9 @@ def parse_tcp(text: str) -> list[TcpRow]:
         if len(head) < 5 or head[3] not in (LISTEN, ESTABLISHED):
             continue
         f = line.split()
-        if len(f) < 10:
-            continue
         try:
             port = int(f[1].rsplit(":", 1)[1], 16)
-            tx, rx = (int(x, 16) for x in f[4].split(":"))
-            rows.append(TcpRow(port, f[3].upper(), tx, rx, int(f[9])))
+            rows.append(TcpRow(port, f[3], int(f[4].split(":")[1], 16), int(f[9])))
         except (ValueError, IndexError):
             continue
     return rows
