@@ -8,10 +8,11 @@ send minus scheduled send) and client p50 latency. A rate is *sustained* when
 the median achieved rate is >= 97% of the offered one and the p99 send lag is
 under 10 ms.
 
-Clients: `aiohttp` and `httpx` under one bare scheduler (the choice of library), and
-`diag` and `diag-asyncio`: diag load's own client (diag.load.client.LoadClient: its
-scheduler, bookkeeping and row per request) on the loop it picks (uvloop where
-installed) and on asyncio's own loop.
+Clients: `aiohttp` and `httpx` under one bare scheduler (the maintained libraries, for
+reference: `pip install aiohttp httpx` first), and `diag` and `diag-asyncio`: diag load's
+own client (diag.load.client.LoadClient: its scheduler, bookkeeping, a row per request and
+its HTTP/1.1 client, diag/load/http1.py) on the loop it picks (uvloop where installed) and
+on asyncio's own loop.
 
     .venv/bin/python benchmarks/load_client.py --rates 250,500,1000,2000,4000 --repeats 3 --seconds 3 \
         [--clients aiohttp,httpx,diag,diag-asyncio]

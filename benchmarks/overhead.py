@@ -46,6 +46,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -187,8 +188,10 @@ def summarize(r: Result) -> Result:
 
 
 def measure(w: Workload, device: str, seconds: float, repeats: int, settings: list[str],
-            extra: list[str] | None = None, cpus: str | None = None) -> list[Result]:
-    """Plain and diag runs of one workload (one Result per diag setting), interleaved, each in a fresh process."""
+            extra: list[str] | None = None, cpus: str | None = None, keep: str | None = None) -> list[Result]:
+    """Plain and diag runs of one workload (one Result per diag setting), interleaved, each in a fresh process.
+
+    `keep`: a directory where the last repeat's run directory of each setting is kept (else all are deleted)."""
     pin = ["taskset", "-c", cpus] if cpus else []
     target = [sys.executable, w.path, "--device", device, "--seconds", str(seconds), *(extra or [])]
     timeout_s = seconds + 600
@@ -197,7 +200,7 @@ def measure(w: Workload, device: str, seconds: float, repeats: int, settings: li
     with tempfile.TemporaryDirectory(prefix="diag-overhead-") as tmp:
         for i in range(repeats):
             plain, log = run_once(pin + target, timeout_s)
-            for r in results:
+            for k, r in enumerate(results):
                 run_dir = os.path.join(tmp, f"run{i}")
                 run, dlog = run_once([*pin, sys.executable, "-m", "diag", "profile", "--out", run_dir, "--quiet",
                                       *shlex.split(r.diag_args), "--", *target], timeout_s)
@@ -208,6 +211,11 @@ def measure(w: Workload, device: str, seconds: float, repeats: int, settings: li
                 r.unit = r.unit or plain.unit or run.unit
                 r.plain.append(plain)
                 r.diag.append(run)
+                if keep and i == repeats - 1:
+                    kept = os.path.join(keep, re.sub(r"[^\w.-]+", "_", f"{name}-{k}-{r.diag_args or 'defaults'}"))
+                    subprocess.run(["rm", "-rf", kept], check=False)
+                    os.makedirs(keep, exist_ok=True)
+                    shutil.move(run_dir, kept)
                 subprocess.run(["rm", "-rf", run_dir], check=False)  # GPU runs are large
     return [summarize(r) for r in results]
 
@@ -267,6 +275,7 @@ def main() -> None:
                     help="options for diag profile, e.g. '--no-stacks' (repeat: several settings, interleaved)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     ap.add_argument("--cpus", help="run every command under taskset -c CPUS (module doc)")
+    ap.add_argument("--keep", metavar="DIR", help="keep the last repeat's run directory of each setting here")
     args = ap.parse_args()
     device = args.device
     if device == "auto":
@@ -287,7 +296,8 @@ def main() -> None:
     settings = args.diag_args or [""]
     results = []
     for name, extra in wanted:
-        for r in measure(known[name], device, args.seconds, args.repeats, settings, extra, args.cpus):
+        for r in measure(known[name], device, args.seconds, args.repeats, settings, extra, args.cpus,
+                         args.keep):
             results.append(r)
             print(f"{r.workload} [{r.diag_args or 'defaults'}]: kept {_f(r.kept, '.3f')} [{_f(r.kept_low, '.3f')}, "
                   f"{_f(r.kept_high, '.3f')}] by {r.judged_by}, ratios {' '.join(f'{x:.3f}' for x in r.ratios)} "

@@ -1,4 +1,4 @@
-"""The client loop: sends the requests of one load step with aiohttp and times each one.
+"""The client loop: sends the requests of one load step and times each one.
 
 Open loop: request i is due at its arrival offset and is sent then, whether or
 not earlier ones have answered; its latency runs from that due time, so the
@@ -7,7 +7,8 @@ coordinated omission), and `sent_ns - ts_ns` is the generator's own send lag.
 Closed loop: `concurrency` workers each send the next request when their last
 one ends (due time = send time).
 
-aiohttp, and uvloop under it, were picked by measurement (docs/performance.md, "Load generator").
+The HTTP client is diag's own lean HTTP/1.1 client (http1.py: httptools' parser, uvloop under it where
+installed), chosen by measurement over aiohttp (docs/serving.md, "How close the client's figures are").
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
+from diag.load.http1 import HttpClient, HttpFailure
 from diag.load.schedule import arrival_offsets
 from diag.load.spec import LoadSpec, render_body
 
@@ -80,12 +80,11 @@ class Progress:
 def classify(status: int, exc: BaseException | None) -> str | None:
     """The error kind of one request (None: a success)."""
     if exc is not None:
-        if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        if isinstance(exc, asyncio.TimeoutError):
             return "timeout"
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return "connect_refused" if isinstance(exc.os_error, ConnectionRefusedError) else "connect_error"
-        if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError,
-                            ConnectionError)):
+        if isinstance(exc, HttpFailure):
+            return exc.kind
+        if isinstance(exc, OSError):
             return "disconnected"
         return "other"
     if 300 <= status < 400:
@@ -115,29 +114,26 @@ class LoadClient:
         self.spec = spec
         self.on_row = on_row
         self.progress = Progress()
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._n = 0  # requests sent so far, numbers the bodies
         # wall clock of the run for the stored rows, perf_counter for the timing itself
         self._wall0 = time.time_ns()
         self._perf0 = time.perf_counter_ns()
 
     async def __aenter__(self) -> LoadClient:
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.spec.max_connections, limit_per_host=0),
-            timeout=aiohttp.ClientTimeout(total=self.spec.timeout),
-            cookie_jar=aiohttp.DummyCookieJar(),  # every request as the first: no server state carried
-            headers=dict(self.spec.headers), auto_decompress=True)
+        s = self.spec
+        self._http = HttpClient(s.url, s.method, s.headers, s.timeout, s.max_connections)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._http is not None:
+            self._http.close()
 
     def wall_ns(self, perf_ns: int) -> int:
         return self._wall0 + perf_ns - self._perf0
 
     async def _one(self, due_ns: int, phase: str, step: int, spin: bool = False) -> None:
-        assert self._session is not None
+        assert self._http is not None
         if spin:
             await _spin_until(due_ns)
         p = self.progress
@@ -149,11 +145,7 @@ class LoadClient:
         p.sent += 1
         p.in_flight += 1
         try:
-            async with self._session.request(self.spec.method, self.spec.url, data=body,
-                                             allow_redirects=False) as resp:
-                status = resp.status
-                nbytes = len(await resp.read())
-                end_ns = time.perf_counter_ns()  # the reply is in: handing the connection back is not its latency
+            status, nbytes, end_ns = await self._http.request(body)  # end_ns: when the reply's last byte came in
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure is a counted kind, never raised
