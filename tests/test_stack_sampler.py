@@ -204,6 +204,18 @@ def test_rate_goes_back_up_only_with_clearly_free_cores():
     assert rate == 50 and "back to 50 Hz" in why
 
 
+def test_rate_scaled_to_py_spys_own_budget_on_a_small_host():
+    # a core idle on average, but py-spy takes 0.17 of a core (a thread per request): its budget is 2% of 2 cores
+    rate, why = stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=0.17)
+    assert rate == 11 and "over its budget of 0.040" in why
+    assert stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=0.03) == (50, None)  # within budget
+    assert stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=1.0)[0] == stack_sampler.SATURATED_RATE_HZ  # floor
+    assert stack_sampler.choose_rate(16, 0.6, 100, 100, own_cores=1.0) == (100, None)  # big host: not taken from it
+    # back up only where py-spy at the base rate would fit its budget
+    assert stack_sampler.choose_rate(2, 1.5, 50, 11, own_cores=0.035) == (11, None)
+    assert stack_sampler.choose_rate(2, 1.5, 50, 11, own_cores=0.005)[0] == 50
+
+
 def test_idle_cpu_window_from_cumulative_counters():
     load = stack_sampler.IdleCpu(window_s=3.0, cores=2)
     load.add(0.0, idle_s=100.0, total_s=1000.0)

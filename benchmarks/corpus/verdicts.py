@@ -55,7 +55,7 @@ def main() -> None:
     p.add_argument("--busy", action="store_true")
     p.add_argument("--heldout", action="store_true", help="also run benchmarks/heldout")
     p.add_argument("names", nargs="*")
-    a = p.parse_args()
+    a = p.parse_intermixed_args()  # names before or after the options, as the docs write them
     # (name, program dir, expectations, verdict check, extra program args)
     sets = [(n, HERE, EXPECTED, verdict_ok, []) for n in sorted(EXPECTED)]
     if a.heldout:

@@ -16,10 +16,18 @@ every core of a small host (~6% of a 2-core box at 50 Hz). Unless the user
 set `--stack-rate`, the watcher reads the machine's idle CPU (/proc/stat
 through psutil, once a second) and, on a host of at most SMALL_HOST_CORES
 cores with no core to spare, restarts py-spy at SATURATED_RATE_HZ (py-spy's
-rate is fixed per process); it goes back up once a core is free again. Each
-change is a segment boundary, bounded in number, and recorded in run.json
-(`collectors.stacks.rates`). The analysis reads stack time shares (interval
-durations), not sample counts, so a lower rate keeps its measures.
+rate is fixed per process); it goes back up once a core is free again.
+Spare CPU on average is not enough, though: each py-spy sample takes a
+core for a moment, and a target whose threads run in parallel bursts (torch
+intra-op threads) waits for the one py-spy preempted. py-spy's cost per
+sample grows with the target's threads (a server that starts a thread per
+request: ~3 ms of CPU a sample, 17% of a core at 50 Hz, 13-20% of its
+throughput on 2 cores). So on a small host py-spy also keeps to a CPU
+budget, OWN_BUDGET_SHARE of the host: past it, its rate is scaled down to
+fit (not below SATURATED_RATE_HZ). Each change is a segment boundary,
+bounded in number, and recorded in run.json (`collectors.stacks.rates`).
+The analysis reads stack time shares (interval durations), not sample
+counts, so a lower rate keeps its measures.
 
 Never holds a rank: py-spy runs `--nonblocking` (it reads the target's memory
 without ptrace-stopping it, so a rank in a collective is never paused while
@@ -63,10 +71,13 @@ FREE_SPARE_CORES = 0.75  # idle cores at or above this: back to the base rate (h
 LOAD_WINDOW_S = 3.0  # idle CPU is judged over this long
 RAISE_AFTER_S = 20.0  # no raise sooner than this after a change (each restart costs an attach)
 MAX_RATE_CHANGES = 4  # restarts for the rate, at most, per run
+OWN_BUDGET_SHARE = 0.02  # on a small host, py-spy's own CPU at most this share of all cores
 
 
-def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int) -> tuple[int, str | None]:
-    """The py-spy rate for a host of `cores` with `spare_cores` idle (over LOAD_WINDOW_S).
+def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int,
+                own_cores: float | None = None) -> tuple[int, str | None]:
+    """The py-spy rate for a host of `cores` with `spare_cores` idle and py-spy itself using
+    `own_cores` (both over LOAD_WINDOW_S; own_cores None: not known yet).
 
     Returns (rate, why); why is None when the rate stays as it is.
     """
@@ -75,7 +86,15 @@ def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int) -
     if spare_cores < SATURATED_SPARE_CORES and current_hz != SATURATED_RATE_HZ:
         return SATURATED_RATE_HZ, (f"{spare_cores:.2f} of {cores} cores idle: py-spy's CPU would come out of "
                                    f"the target, so {SATURATED_RATE_HZ} Hz")
-    if spare_cores >= FREE_SPARE_CORES and current_hz != base_hz:
+    budget = OWN_BUDGET_SHARE * cores
+    if own_cores is not None and own_cores > budget and current_hz > SATURATED_RATE_HZ:
+        rate = max(SATURATED_RATE_HZ, int(current_hz * budget / own_cores))
+        if rate < current_hz:
+            return rate, (f"py-spy used {own_cores:.3f} cores, over its budget of {budget:.3f} "
+                          f"({OWN_BUDGET_SHARE:.0%} of {cores} cores): {rate} Hz")
+    # back to the base rate with a core free, unless py-spy there would be over its budget again
+    fits = own_cores is None or own_cores * base_hz / max(1, current_hz) <= budget
+    if spare_cores >= FREE_SPARE_CORES and current_hz != base_hz and fits:
         return base_hz, f"{spare_cores:.2f} of {cores} cores idle again: back to {base_hz} Hz"
     return current_hz, None
 
@@ -184,6 +203,7 @@ class StackSampler(SamplerBase):
         self._log_pos = 0
         self._cpu_done = 0.0  # CPU seconds of earlier py-spy attempts
         self._cpu_cur = 0.0  # of the running one, last reading
+        self._own: deque[tuple[float, float]] = deque()  # (time, py-spy's CPU s so far), the last LOAD_WINDOW_S
 
     # -- Sampler interface ---------------------------------------------------
 
@@ -199,7 +219,8 @@ class StackSampler(SamplerBase):
         self._t0 = time.monotonic()
         if self.adaptive and self._load is not None:
             cores = self._load.cores
-            plan = (f"{SATURATED_RATE_HZ} Hz while no core is idle" if cores <= SMALL_HOST_CORES
+            plan = (f"{SATURATED_RATE_HZ} Hz while no core is idle, and py-spy within "
+                    f"{OWN_BUDGET_SHARE:.0%} of the host's CPU" if cores <= SMALL_HOST_CORES
                     else f"kept (more than {SMALL_HOST_CORES} cores)")
             self._rates.append({"at_s": 0.0, "rate_hz": self.rate_hz, "why": f"start: {cores} cores; {plan}"})
         self._spawn()
@@ -348,17 +369,29 @@ class StackSampler(SamplerBase):
             self._load.read(now)
         except (psutil.Error, OSError):
             return False
+        own = self._own_cores(now)
         spare = self._load.spare_cores()
         if spare is None:
             return False
-        rate, why = choose_rate(self._load.cores, spare, self.rate_hz, self._rate_now)
+        rate, why = choose_rate(self._load.cores, spare, self.rate_hz, self._rate_now, own)
         if why is None or (rate > self._rate_now and now - self._changed_at < RAISE_AFTER_S):
             return False
         self._rate_now, self._changed_at = rate, now
-        self._rates.append({"at_s": round(now - self._t0, 1), "rate_hz": rate, "spare_cores": round(spare, 2),
-                            "why": why})
+        self._own.clear()  # the new rate's own cost is measured afresh
+        change: dict[str, Any] = {"at_s": round(now - self._t0, 1), "rate_hz": rate, "spare_cores": round(spare, 2)}
+        if own is not None:
+            change["pyspy_cores"] = round(own, 3)
+        self._rates.append({**change, "why": why})
         self._rotate(proc, compact=False)
         return True
+
+    def _own_cores(self, now: float) -> float | None:
+        """py-spy's own CPU, in cores, over the last LOAD_WINDOW_S at the current rate (None until then)."""
+        self._own.append((now, self._cpu_done + self._cpu_cur))
+        while len(self._own) > 2 and now - self._own[1][0] >= LOAD_WINDOW_S:
+            self._own.popleft()
+        (t0, c0), (t1, c1) = self._own[0], self._own[-1]
+        return (c1 - c0) / (t1 - t0) if t1 - t0 >= LOAD_WINDOW_S else None
 
     def _settle(self) -> None:
         """Final status once py-spy has exited."""
