@@ -183,7 +183,6 @@ class HttpClient:
         self._open = 0  # connections open or being opened
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._ssl = ssl.create_default_context() if self.template.tls else None
-        self.connections_made = 0
 
     async def request(self, body: bytes | None) -> tuple[int, int, int]:
         """(status, body bytes, perf_counter_ns when the reply ended); HttpFailure or asyncio.TimeoutError."""
@@ -237,7 +236,6 @@ class HttpClient:
             if isinstance(exc, OSError):
                 raise HttpFailure("connect_error", f"cannot connect to {t.host}:{t.port}: {exc}") from None
             raise
-        self.connections_made += 1
         return conn
 
     def _release(self, conn: _Connection) -> None:
