@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from diag.analysis import compare as cmp
+from diag.analysis.units import format_value
 from diag.cli import main
 from diag.compare_command import open_side
 from diag.engine.gate import check, parse_budget
 from diag.errors import DiagError
 from diag.views.compare import build
-from diag.views.units import format_value
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "gpu")
 MLP, GRAPH = os.path.join(DATA, "ranker_mlp"), os.path.join(DATA, "ranker_graph")

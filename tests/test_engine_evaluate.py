@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diag.engine.evaluate import amdahl, compile_expr, limit, ramp, render
+from diag.engine.evaluate import amdahl, compile_expr, limit, ramp, render, template_fields
 
 KNOWN = {"steady.copy_share", "steady.gpu_busy", "steady.batch_p50"}
 
@@ -73,3 +73,13 @@ def test_render_templates_with_metric_names():
                   {"steady.copy_share": 0.423, "steady.batch_p50": 8.0, "gain": 1.73})
     assert text == "copies take 42%, 8 per batch, gain 1.7x"
     assert render("{steady.gpu_busy:.0%}", {"steady.gpu_busy": None}) == "n/a"
+
+
+def test_render_unit_spec_prints_as_the_views_do():
+    vals = {"steady.pre_handler_wait_mean_ms": 4513.0, "steady.handler_p50_ms": 0.42, "steady.gpu_busy": 0.214,
+            "gain": 2.0}
+    text = render("wait {steady.pre_handler_wait_mean_ms:unit}, served in {steady.handler_p50_ms:unit}, "
+                  "busy {steady.gpu_busy:unit}, {gain:unit}, {steady.gpu_busy!r}", vals)
+    assert text == f"wait 4.51 s, served in 420 µs, busy 21.4%, 2, {0.214!r}"
+    assert render("{steady.handler_p50_ms:unit}", {"steady.handler_p50_ms": None}) == "n/a"
+    assert template_fields("{steady.handler_p50_ms:unit}") == ["steady.handler_p50_ms"]

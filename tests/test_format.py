@@ -1,4 +1,4 @@
-"""One value, one string: console, TUI and report print every unit the same way (diag/views/units.py)."""
+"""One value, one string: console, TUI and report print every unit the same way (diag/analysis/units.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from rich.console import Console
 
 from diag.analysis.catalog import UNITS
 from diag.analysis.collectors import missing_data_note
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Evidence, Finding
 from diag.report.data import _finding
 from diag.report.render import environment
 from diag.tui.views.findings import finding_detail
 from diag.tui.widgets.frame_table import frame_rows
 from diag.views.console import render_text
-from diag.views.units import format_value
 
 NAN = float("nan")
 
@@ -90,7 +90,7 @@ def test_table_cells_take_units_from_column_names(column, value, text):
 
 
 def test_formatting_needs_no_view_library():
-    code = ("import sys, diag.views.units; "
+    code = ("import sys, diag.analysis.units; "
             "print(sorted(m for m in ('rich', 'textual', 'plotly', 'pandas', 'jinja2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

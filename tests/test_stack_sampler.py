@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from diag.collect import stack_sampler
@@ -207,13 +208,14 @@ def test_rate_goes_back_up_only_with_clearly_free_cores():
 def test_rate_scaled_to_py_spys_own_budget_on_a_small_host():
     # a core idle on average, but py-spy takes 0.17 of a core (a thread per request): its budget is 2% of 2 cores
     rate, why = stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=0.17)
-    assert rate == 11 and "over its budget of 0.040" in why
+    assert rate == stack_sampler.SATURATED_RATE_HZ and "over its budget of 0.040" in why  # 11.8 Hz would fit: the 10 Hz rung
+    assert stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=0.09)[0] == 20  # 22 Hz would fit: the 20 Hz rung
     assert stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=0.03) == (50, None)  # within budget
     assert stack_sampler.choose_rate(2, 0.6, 50, 50, own_cores=1.0)[0] == stack_sampler.SATURATED_RATE_HZ  # floor
     assert stack_sampler.choose_rate(16, 0.6, 100, 100, own_cores=1.0) == (100, None)  # big host: not taken from it
     # back up only where py-spy at the base rate would fit its budget
-    assert stack_sampler.choose_rate(2, 1.5, 50, 11, own_cores=0.035) == (11, None)
-    assert stack_sampler.choose_rate(2, 1.5, 50, 11, own_cores=0.005)[0] == 50
+    assert stack_sampler.choose_rate(2, 1.5, 50, 10, own_cores=0.035) == (10, None)
+    assert stack_sampler.choose_rate(2, 1.5, 50, 10, own_cores=0.005)[0] == 50
 
 
 def test_idle_cpu_window_from_cumulative_counters():
@@ -247,6 +249,47 @@ def test_saturated_host_restarts_py_spy_lower_and_says_so(tmp_path):
     assert st["rates"][1]["spare_cores"] == 0.02 and "idle" in st["rates"][1]["why"]
     assert _rates_asked(calls) == [50, stack_sampler.SATURATED_RATE_HZ]  # py-spy restarted at the new rate
     assert len(list((tmp_path / "raw").glob("pyspy.*.json"))) == 2  # short segment left as JSON, both read
+
+
+def _asked_subprocesses(calls):
+    return ["--subprocesses" in a for a in map(json.loads, calls.read_text().splitlines())]
+
+
+def test_subprocesses_followed_once_the_target_has_a_child(tmp_path):
+    exe, calls = _fake_py_spy(tmp_path)
+    code = "import subprocess, sys, time; time.sleep(1.5); subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"
+    target = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        s = StackSampler(rate_hz=50, py_spy=exe)
+        s.start(str(tmp_path), target.pid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (not calls.exists() or len(calls.read_text().splitlines()) < 2):
+            time.sleep(0.1)
+        s.stop()
+        for child in psutil.Process(target.pid).children():
+            child.kill()
+    finally:
+        target.kill()
+        target.wait()
+    assert _asked_subprocesses(calls) == [False, True]  # alone at first; restarted to follow the child
+    assert 1.0 <= s.status()["subprocesses_at_s"] <= 5.0
+
+
+def test_subprocesses_followed_from_the_start_under_a_launcher(tmp_path):
+    exe, calls = _fake_py_spy(tmp_path)
+    target = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(30)'; true"])
+    try:
+        time.sleep(0.5)  # the shell has started its Python child
+        s = StackSampler(rate_hz=50, py_spy=exe)
+        s.start(str(tmp_path), target.pid)
+        time.sleep(1.5)
+        s.stop()
+        for child in psutil.Process(target.pid).children():
+            child.kill()
+    finally:
+        target.kill()
+        target.wait()
+    assert _asked_subprocesses(calls) == [True]
 
 
 def test_a_rate_the_user_gave_is_kept(tmp_path):

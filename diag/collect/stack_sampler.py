@@ -24,10 +24,16 @@ sample grows with the target's threads (a server that starts a thread per
 request: ~3 ms of CPU a sample, 17% of a core at 50 Hz, 13-20% of its
 throughput on 2 cores). So on a small host py-spy also keeps to a CPU
 budget, OWN_BUDGET_SHARE of the host: past it, its rate is scaled down to
-fit (not below SATURATED_RATE_HZ). Each change is a segment boundary,
+fit (20 Hz, then 10 Hz). Each change is a segment boundary,
 bounded in number, and recorded in run.json (`collectors.stacks.rates`).
 The analysis reads stack time shares (interval durations), not sample
 counts, so a lower rate keeps its measures.
+
+Subprocesses: py-spy's `--subprocesses` roughly doubles its CPU at a low
+rate (it keeps scanning for new children), so it is asked for only once the
+target has a child process: at the start (a launcher, gunicorn, torchrun) or
+as soon as one appears (DataLoader workers; checked once a second), which
+restarts py-spy with it (`collectors.stacks.subprocesses_at_s`).
 
 Never holds a rank: py-spy runs `--nonblocking` (it reads the target's memory
 without ptrace-stopping it, so a rank in a collective is never paused while
@@ -72,6 +78,7 @@ LOAD_WINDOW_S = 3.0  # idle CPU is judged over this long
 RAISE_AFTER_S = 20.0  # no raise sooner than this after a change (each restart costs an attach)
 MAX_RATE_CHANGES = 4  # restarts for the rate, at most, per run
 OWN_BUDGET_SHARE = 0.02  # on a small host, py-spy's own CPU at most this share of all cores
+BUDGET_RATES_HZ = (20, SATURATED_RATE_HZ)  # the rates py-spy steps down to for its budget
 
 
 def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int,
@@ -88,7 +95,9 @@ def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int,
                                    f"the target, so {SATURATED_RATE_HZ} Hz")
     budget = OWN_BUDGET_SHARE * cores
     if own_cores is not None and own_cores > budget and current_hz > SATURATED_RATE_HZ:
-        rate = max(SATURATED_RATE_HZ, int(current_hz * budget / own_cores))
+        fit = current_hz * budget / own_cores
+        # the next rung down that fits: each change restarts py-spy, so few and large steps
+        rate = max((r for r in BUDGET_RATES_HZ if r <= fit and r < current_hz), default=SATURATED_RATE_HZ)
         if rate < current_hz:
             return rate, (f"py-spy used {own_cores:.3f} cores, over its budget of {budget:.3f} "
                           f"({OWN_BUDGET_SHARE:.0%} of {cores} cores): {rate} Hz")
@@ -204,6 +213,9 @@ class StackSampler(SamplerBase):
         self._cpu_done = 0.0  # CPU seconds of earlier py-spy attempts
         self._cpu_cur = 0.0  # of the running one, last reading
         self._own: deque[tuple[float, float]] = deque()  # (time, py-spy's CPU s so far), the last LOAD_WINDOW_S
+        self._children = False  # py-spy follows subprocesses (the target has had a child)
+        self._children_at: float | None = None  # when that started, seconds into the run
+        self._next_children_check = 0.0
 
     # -- Sampler interface ---------------------------------------------------
 
@@ -256,6 +268,8 @@ class StackSampler(SamplerBase):
             st["attempts"] = self._attempts
         if self._segments:
             st["segments"] = self._segments + 1
+        if self._children_at is not None:
+            st["subprocesses_at_s"] = self._children_at
         return st
 
     def own_cpu_s(self) -> float | None:
@@ -264,10 +278,12 @@ class StackSampler(SamplerBase):
     # -- internals -------------------------------------------------------------
 
     def _spawn(self) -> None:
+        if not self._children and self._has_children():
+            self._children, self._children_at = True, round(time.monotonic() - self._t0, 1)
         start_ns = time.time_ns()  # py-spy's trace timestamps count from about here
         self._out = os.path.join(self._raw, f"pyspy.{start_ns}.json")
-        cmd = [self._exe, "record", "--pid", str(self._pid), "--subprocesses", "--nonblocking", "--idle",
-               "-r", str(self._rate_now), "-f", "chrometrace", "-o", self._out]
+        cmd = [self._exe, "record", "--pid", str(self._pid), *(["--subprocesses"] if self._children else []),
+               "--nonblocking", "--idle", "-r", str(self._rate_now), "-f", "chrometrace", "-o", self._out]
         with open(self._log, "ab") as log:
             self._log_pos = log.tell()  # this attempt's messages start here
             # Own session: a Ctrl-C at the terminal must not stop it before the target.
@@ -339,6 +355,9 @@ class StackSampler(SamplerBase):
                 continue
             if proc.poll() is None:
                 self._measure(proc)
+                if self._child_appeared():
+                    self._rotate(proc, compact=False)  # the new py-spy follows subprocesses (_spawn)
+                    continue
                 if self.adaptive and self._adapt(proc):
                     continue
                 if self.rotate_s and time.monotonic() - self._segment_t0 >= self.rotate_s:
@@ -384,6 +403,22 @@ class StackSampler(SamplerBase):
         self._rates.append({**change, "why": why})
         self._rotate(proc, compact=False)
         return True
+
+    def _has_children(self) -> bool:
+        try:
+            return bool(psutil.Process(self._pid).children())
+        except psutil.NoSuchProcess:
+            return False
+        except psutil.Error:
+            return True  # cannot tell: follow subprocesses, as before
+
+    def _child_appeared(self) -> bool:
+        """True once the target has a child while py-spy does not follow subprocesses (once a second)."""
+        now = time.monotonic()
+        if self._children or now < self._next_children_check:
+            return False
+        self._next_children_check = now + 1.0
+        return self._has_children()
 
     def _own_cores(self, now: float) -> float | None:
         """py-spy's own CPU, in cores, over the last LOAD_WINDOW_S at the current rate (None until then)."""

@@ -15,9 +15,12 @@ import re
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from simpleeval import DEFAULT_OPERATORS, InvalidExpression, SimpleEval
+
+from diag.analysis.metrics import BY_NAME, unit
+from diag.analysis.units import format_value
 
 # a quoted string (left alone) or a dotted name (a metric)
 _TOKEN = re.compile(r"""("[^"\\]*"|'[^'\\]*')|(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)""")
@@ -265,15 +268,33 @@ def _number(node: ast.AST) -> float | None:
     return None
 
 
+UNIT_SPEC = "unit"  # `{metric:unit}`: the metric's value as every view prints its unit (4513 ms -> 4.51 s)
+
+
+class _Field(NamedTuple):
+    name: str
+    value: Any
+
+
 class _Template(string.Formatter):
     """str.format where a field is a whole metric name (dots included); missing values print n/a."""
 
     def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
-        return kwargs.get(field_name), field_name
+        return _Field(field_name, kwargs.get(field_name)), field_name
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if isinstance(value, _Field) and conversion is not None:
+            value = value.value
+        return super().convert_field(value, conversion)
 
     def format_field(self, value: Any, format_spec: str) -> str:
+        name = ""
+        if isinstance(value, _Field):
+            name, value = value
         if value is None:
             return "n/a"
+        if format_spec == UNIT_SPEC:
+            return format_value(value, unit(name) if name in BY_NAME else "")
         if check_format_spec(format_spec) is not None:
             format_spec = ""  # never a 2 GB padding: the checked template cannot get here
         try:
@@ -295,7 +316,9 @@ _SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)[_,]?(?:\.(\d+))?[bcdeEfFgGn
 
 
 def check_format_spec(spec: str) -> str | None:
-    """None if `spec` is a plain format spec within the caps, else what is wrong with it."""
+    """None if `spec` is a plain format spec within the caps (or `unit`), else what is wrong with it."""
+    if spec == UNIT_SPEC:
+        return None
     m = _SPEC.fullmatch(spec)
     if not m or "{" in spec:
         return f"format spec {spec[:40]!r} not understood"

@@ -22,6 +22,10 @@ A rule file holds `[[rule]]` tables:
     link = "docs/rules.md#transfer-pageable-copies"
     when = "steady.copy_pageable_fraction > 0.5"   # optional extra condition
 
+Templates (title, text, expected_gain) take Python format specs, or `unit`:
+`{steady.handler_p50_ms:unit}` prints the value as every view prints its
+metric's unit (`4.51 s` for 4513 ms, `420 µs`, `21.4%`; diag.analysis.units).
+
 An evidence item's threshold (`{ metric = "m", threshold = ">= 0.2" }`) is
 derived from `when` wherever `when` compares the metric with a number in one
 of its top-level `and` terms; a plain metric name gets it, and an explicit

@@ -1,5 +1,5 @@
 """How a load result reads: the console summary and the progress line (rich), every number
-through diag.views.units.format_value."""
+through diag.analysis.units.format_value."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from diag.analysis.latency import PERCENTILES
+from diag.analysis.units import format_value
 from diag.load.client import Progress
-from diag.views.units import format_value
 
 LATENCY_KEYS = [*(f"p{q}_ms" for q in PERCENTILES), "max_ms"]
 

@@ -20,13 +20,13 @@ from diag.analysis import latency as latency_mod
 from diag.analysis import series as series_mod
 from diag.analysis import tables
 from diag.analysis.collectors import missing_data_note
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import LABEL_MEANING, LABELS, Diagnosis, Phase, severity_rank
 from diag.report.load_section import load_data
 from diag.store.run import Run
 from diag.views import ranks as ranks_view
 from diag.views import serving as serving_view
 from diag.views.margin import margin_text
-from diag.views.units import format_value
 
 TIMELINE_POINTS = 2000
 HIST_BINS = 60

@@ -17,8 +17,8 @@ import plotly.io as pio
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from diag.analysis.units import format_cell, format_value
 from diag.report import figures, load_section
-from diag.views.units import format_cell, format_value
 
 PLOTLY_CONFIG = {"responsive": True, "displaylogo": False, "scrollZoom": False,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}

@@ -2,7 +2,7 @@
 
 `rows(comparison)` turns the analysis' dict (diag.analysis.compare, schema
 diag.compare/1) into table rows of strings, every number through
-diag.views.units.format_value; the console here, the TUI screen and the HTML
+diag.analysis.units.format_value; the console here, the TUI screen and the HTML
 report all show those same rows. No computation beyond formatting.
 """
 
@@ -15,7 +15,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from diag.views.units import format_value
+from diag.analysis.units import format_value
 
 NO_CHANGE = "no detectable change"
 

@@ -13,6 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from diag.analysis.units import format_value
 from diag.engine.diagnose import STRONG_SCORE, WEAK_SCORE
 from diag.engine.diagnosis import LABELS, Diagnosis, Evidence, Finding
 from diag.views import load as load_view
@@ -20,7 +21,6 @@ from diag.views import ranks as ranks_view
 from diag.views import serving
 from diag.views.margin import margin_text
 from diag.views.recording import print_recording  # noqa: F401 - the CLI prints both from here
-from diag.views.units import format_value
 
 BAR_WIDTH = 20
 MAX_FINDINGS = 3

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Diagnosis
-from diag.views.units import format_value
 
 PCT_KEYS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
 SIDE_HEADERS = ("", "requests", "p50", "p90", "p95", "p99", "max")

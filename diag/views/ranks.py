@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Diagnosis
-from diag.views.units import format_value
 
 COLUMNS = ("rank", "pid", "verdict", "margin", "steps/s", "step p50", "collectives")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Diagnosis
-from diag.views.units import format_value
 
 MAX_STAGES = 5
 MAX_THREADS = 4

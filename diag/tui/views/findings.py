@@ -14,10 +14,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Diagnosis, Finding
 from diag.tui.source import Source
 from diag.tui.views.base import View
-from diag.views.units import format_value
 
 SEVERITY_MARK = {"high": "!!!", "medium": "!! ", "low": "!  ", "info": "·  "}
 

@@ -10,11 +10,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from diag.analysis.latency import SCOPE
+from diag.analysis.units import format_value
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.frame_table import FrameTable
 from diag.tui.widgets.histogram import Histogram
-from diag.views.units import format_value
 
 
 @dataclass

@@ -7,12 +7,12 @@ import pandas as pd
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Diagnosis
 from diag.tui.source import Source
 from diag.tui.views.base import View
 from diag.tui.widgets.frame_table import FrameTable
 from diag.views import load as load_view
-from diag.views.units import format_value
 
 
 class LoadView(View):

@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
 from diag.analysis import tables
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import LABEL_MEANING, Diagnosis
 from diag.tui.source import Source
 from diag.tui.views.base import View
@@ -18,7 +19,6 @@ from diag.tui.widgets.phase_bar import PhaseBar
 from diag.tui.widgets.score_bars import ScoreBars
 from diag.views import ranks as ranks_view
 from diag.views.margin import margin_text
-from diag.views.units import format_value
 
 MAX_METRICS = 12
 

@@ -10,9 +10,9 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from diag.analysis.units import format_value
 from diag.tui.source import Source
 from diag.tui.views.base import View
-from diag.views.units import format_value
 
 STATUS_STYLE = {"ok": "green", "off": "dim", "unavailable": "yellow", "failed": "bold red"}
 

@@ -8,7 +8,7 @@ import pandas as pd
 from rich.text import Text
 from textual.widgets import DataTable
 
-from diag.views.units import format_cell
+from diag.analysis.units import format_cell
 
 
 def header(column: str) -> str:

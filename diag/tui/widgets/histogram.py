@@ -8,8 +8,8 @@ import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 
+from diag.analysis.units import format_value
 from diag.tui.widgets.score_bars import bar
-from diag.views.units import format_value
 
 
 def histogram_bins(values_s: np.ndarray, bins: int = 10) -> list[tuple[float, float, int]]:

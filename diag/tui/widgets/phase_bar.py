@@ -9,8 +9,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Phase
-from diag.views.units import format_value
 
 PHASE_CLASSES = ("startup", "warmup", "steady")
 

@@ -7,8 +7,8 @@ from typing import ClassVar
 from rich.text import Text
 from textual.widget import Widget
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import LABELS
-from diag.views.units import format_value
 
 
 def bar(fraction: float, width: int) -> str:

@@ -14,9 +14,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
+from diag.analysis.units import format_value
 from diag.engine.diagnosis import Phase
 from diag.tui.widgets.phase_bar import PHASE_CLASSES, column_phases
-from diag.views.units import format_value
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
