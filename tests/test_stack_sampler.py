@@ -251,45 +251,40 @@ def test_saturated_host_restarts_py_spy_lower_and_says_so(tmp_path):
     assert len(list((tmp_path / "raw").glob("pyspy.*.json"))) == 2  # short segment left as JSON, both read
 
 
-def _asked_subprocesses(calls):
-    return ["--subprocesses" in a for a in map(json.loads, calls.read_text().splitlines())]
+def _py_spy_calls_on(tmp_path, argv, wait_s=1.5, settle_s=0.0, calls_wanted=1):
+    """StackSampler (fake py-spy) on the process tree `argv` starts; per py-spy started, whether it
+    followed subprocesses; and the sampler's status."""
+    exe, calls = _fake_py_spy(tmp_path)
+    target = subprocess.Popen(argv)
+    try:
+        time.sleep(settle_s)
+        s = StackSampler(rate_hz=50, py_spy=exe)
+        s.start(str(tmp_path), target.pid)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and (not calls.exists() or len(calls.read_text().splitlines()) < calls_wanted):
+            time.sleep(0.1)
+        s.stop()
+        for child in psutil.Process(target.pid).children(recursive=True):
+            child.kill()
+    finally:
+        target.kill()
+        target.wait()
+    return ["--subprocesses" in a for a in map(json.loads, calls.read_text().splitlines())], s.status()
 
 
 def test_subprocesses_followed_once_the_target_has_a_child(tmp_path):
-    exe, calls = _fake_py_spy(tmp_path)
-    code = "import subprocess, sys, time; time.sleep(1.5); subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"
-    target = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        s = StackSampler(rate_hz=50, py_spy=exe)
-        s.start(str(tmp_path), target.pid)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (not calls.exists() or len(calls.read_text().splitlines()) < 2):
-            time.sleep(0.1)
-        s.stop()
-        for child in psutil.Process(target.pid).children():
-            child.kill()
-    finally:
-        target.kill()
-        target.wait()
-    assert _asked_subprocesses(calls) == [False, True]  # alone at first; restarted to follow the child
-    assert 1.0 <= s.status()["subprocesses_at_s"] <= 5.0
+    code = ("import subprocess, sys, time; time.sleep(1.5); "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)")
+    asked, status = _py_spy_calls_on(tmp_path, [sys.executable, "-c", code], wait_s=10, calls_wanted=2)
+    assert asked == [False, True]  # alone at first; restarted to follow the child
+    assert 1.0 <= status["subprocesses_at_s"] <= 5.0
 
 
 def test_subprocesses_followed_from_the_start_under_a_launcher(tmp_path):
-    exe, calls = _fake_py_spy(tmp_path)
-    target = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(30)'; true"])
-    try:
-        time.sleep(0.5)  # the shell has started its Python child
-        s = StackSampler(rate_hz=50, py_spy=exe)
-        s.start(str(tmp_path), target.pid)
-        time.sleep(1.5)
-        s.stop()
-        for child in psutil.Process(target.pid).children():
-            child.kill()
-    finally:
-        target.kill()
-        target.wait()
-    assert _asked_subprocesses(calls) == [True]
+    argv = ["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(30)'; true"]
+    # calls_wanted=2: watch the whole 1.5 s, so a second (restarted) py-spy would show
+    asked, _ = _py_spy_calls_on(tmp_path, argv, settle_s=0.5, calls_wanted=2)  # the shell has started its child
+    assert asked == [True]
 
 
 def test_a_rate_the_user_gave_is_kept(tmp_path):

@@ -280,6 +280,7 @@ class StackSampler(SamplerBase):
     def _spawn(self) -> None:
         if not self._children and self._has_children():
             self._children, self._children_at = True, round(time.monotonic() - self._t0, 1)
+        self._own.clear()  # each py-spy (rate, subprocesses) has its own cost: measured afresh
         start_ns = time.time_ns()  # py-spy's trace timestamps count from about here
         self._out = os.path.join(self._raw, f"pyspy.{start_ns}.json")
         cmd = [self._exe, "record", "--pid", str(self._pid), *(["--subprocesses"] if self._children else []),
@@ -396,7 +397,6 @@ class StackSampler(SamplerBase):
         if why is None or (rate > self._rate_now and now - self._changed_at < RAISE_AFTER_S):
             return False
         self._rate_now, self._changed_at = rate, now
-        self._own.clear()  # the new rate's own cost is measured afresh
         change: dict[str, Any] = {"at_s": round(now - self._t0, 1), "rate_hz": rate, "spare_cores": round(spare, 2)}
         if own is not None:
             change["pyspy_cores"] = round(own, 3)

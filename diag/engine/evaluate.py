@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from simpleeval import DEFAULT_OPERATORS, InvalidExpression, SimpleEval
 
-from diag.analysis.metrics import BY_NAME, unit
+from diag.analysis.metrics import unit
 from diag.analysis.units import format_value
 
 # a quoted string (left alone) or a dotted name (a metric)
@@ -294,7 +294,7 @@ class _Template(string.Formatter):
         if value is None:
             return "n/a"
         if format_spec == UNIT_SPEC:
-            return format_value(value, unit(name) if name in BY_NAME else "")
+            return format_value(value, unit(name))
         if check_format_spec(format_spec) is not None:
             format_spec = ""  # never a 2 GB padding: the checked template cannot get here
         try:
