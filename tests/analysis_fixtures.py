@@ -238,6 +238,7 @@ def cpu_preprocess(path: str) -> Run:
 
 
 SOCKET_READ = "<module> (app.py:1);main (app.py:20);fetch (app.py:9);readinto (/usr/lib/python3.12/socket.py:720)"
+SOCKET_PREP = "<module> (app.py:1);main (app.py:20);parse (app.py:14)"
 
 
 def io_socket(path: str, gpu: bool = False) -> Run:
@@ -245,7 +246,8 @@ def io_socket(path: str, gpu: bool = False) -> Run:
     b = RunBuilder(path, gpu=gpu)
     period = 0.020
     steps = _loop(b, period, 0.25)
-    b.stacks([(end, period * 0.70, SOCKET_READ, True) for _, end in steps])
+    b.stacks([(end, period * 0.70, SOCKET_READ, True) for _, end in steps]
+             + [(end + period * 0.70, period * 0.05, SOCKET_PREP, False) for _, end in steps])  # the rest: parsing
     b.thread_cpu(0.3)
     b.host(150, read_bps=0.0, read_chars_bps=0.0)  # sockets never show up as disk bytes
     if gpu:

@@ -222,7 +222,8 @@ def test_stack_thread_found_when_pyspy_ids_are_not_native(tmp_path):
     steps = F._loop(b, period, 0.25)
     model = "main (app.py:20);Module._call_impl (/x/torch/nn/modules/module.py:1750);forward (net.py:5)"
     b.stacks([(s, e - s, model, False) for s, e in steps], tid=139877792451456)
-    b.stacks([(e, period * 0.7, F.SOCKET_READ, True) for _, e in steps], tid=139877792451456)
+    b.stacks([(e, period * 0.7, F.SOCKET_READ, True) for _, e in steps]
+             + [(e + period * 0.7, period * 0.05, F.SOCKET_PREP, False) for _, e in steps], tid=139877792451456)
     b.stacks([(4.5, 25.0, "run (threading.py:1);serve (store.py:3)", False)], tid=139877779207872)
     b.thread_cpu(0.3)
     m = compute_metrics(b.write())

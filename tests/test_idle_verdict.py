@@ -46,3 +46,22 @@ def test_busy_program_is_not_idle(tmp_path):
     b.host(100)
     d = diagnose(b.write())
     assert d.primary == "compute_bound"
+
+
+MODEL = "<module> (app.py:1);main (app.py:30);Module._call_impl (/x/torch/nn/modules/module.py:1750);forward (net.py:5)"
+
+
+def test_coarse_stack_samples_do_not_hide_the_sleep(tmp_path):
+    # py-spy at 20 Hz (its budget on a small host) merges a run of one stack into one sample: the sample
+    # that caught the 5 ms call stretches 100 ms into the sleep after it. The stacks say how the time
+    # outside the model splits (all of it a known wait); how much there was comes from the steps.
+    b = RunBuilder(str(tmp_path), gpu=False)
+    steps = F._loop(b, 0.4, 0.0125)
+    b.stacks([(start, 0.1, MODEL, False) for start, _ in steps]
+             + [(start + 0.1, 0.3, SLEEP, True) for start, _ in steps])
+    b.thread_cpu(0.02)
+    b.host(3)
+    d = diagnose(b.write())
+    assert d.metrics["steady.known_wait_share"] > 0.9
+    assert d.metrics["steady.blocked_outside_share"] < 0.05
+    assert d.primary is None, d.scores

@@ -28,7 +28,7 @@ EXPECTED: dict[str, dict[str, tuple[str | None, str]]] = {
                  "dominates, the GPU is idle"),
     },
     "hf_prefill_scoring": {
-        "cuda": ("compute_bound", "generate() with 1 new token on batch 32 x 1024 tokens, bf16: the prefill's "
+        "cuda": ("compute_bound", "generate() with 1 new token on batch 32 x 1024 tokens, bf16, 7B-wide layers: the prefill's "
                  "GEMMs keep the GPU busy; the host waits in generate()'s own sync"),
     },
     "hf_greedy_decode": {

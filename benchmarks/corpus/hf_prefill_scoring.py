@@ -1,7 +1,13 @@
 """Hugging Face transformers generate() as a prefill/scoring job: long prompts, one new token.
 
 A Llama-style model built from a config with random weights (nothing
-downloaded). On a GPU: batch 32 x 1024 tokens, bf16; on CPU a smaller shape.
+downloaded). On a GPU: Llama-2-7B's layer shape (width 4096, MLP 11008, 32
+heads), 4 of its 32 layers, batch 32 x 1024 tokens, bf16; on CPU a smaller
+shape. The width matters: a prefill's GEMMs grow with the square of the width
+and its unfused elementwise work (RMSNorm's float32 upcasts, rotary
+embeddings) only with the width. At width 1024 (this program's first shape)
+two thirds of the H200's kernel time went to those elementwise kernels:
+not the compute-bound prefill a real model runs (docs/accuracy.md).
 
 Runs 30 s of calls by default: a job like this runs for long, and its start-up
 must not be most of the run, or the run is start-up-bound and cold_start is
@@ -23,9 +29,9 @@ def main() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     gpu = a.device == "cuda"
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024 if gpu else 256, intermediate_size=2816 if gpu else 688,
-                      num_hidden_layers=8 if gpu else 4, num_attention_heads=16 if gpu else 4,
-                      num_key_value_heads=16 if gpu else 4, max_position_embeddings=2048)
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=4096 if gpu else 256, intermediate_size=11008 if gpu else 688,
+                      num_hidden_layers=4, num_attention_heads=32 if gpu else 4,
+                      num_key_value_heads=32 if gpu else 4, max_position_embeddings=2048)
     torch.manual_seed(0)
     with torch.device(a.device):
         model = LlamaForCausalLM(cfg).to(torch.bfloat16 if gpu else torch.float32).eval()
