@@ -59,6 +59,33 @@ def test_phases_from_steps(tmp_path):
     assert ph.steady.end_ns == ns(starts[-1] + durs[-1])
 
 
+def _stepping(b: RunBuilder, parts: list[tuple[int, float, float]]) -> None:
+    """Steps on one thread: (count, step seconds, seconds between steps) per part."""
+    t, i = STARTUP_S, 0
+    for count, d, gap in parts:
+        for _ in range(count):
+            b.add("steps", ts_ns=ns(t), dur_ns=int(d * 1e9), pid=1, tid=1, source="torch", model="M", batch=1,
+                  shapes="[[1]]", dtype="float32", device="cpu", gpu_ns=-1, syncs=0, seq=i, in_window=False)
+            t, i = t + d + gap, i + 1
+
+
+def test_a_slower_host_is_no_warmup(tmp_path):
+    # The H200 host ran a decode loop 1.6x slower for its first 18 s: the steps and the program's own
+    # work between them alike (tests/data/gpu_drift). Nothing warmed up: no warm-up phase.
+    b = RunBuilder(str(tmp_path), duration_s=40, gpu=False)
+    _stepping(b, [(1, 0.5, 0.002), (2000, 0.006, 0.0016), (2200, 0.0037, 0.001)])
+    ph = compute_phases(b.write())
+    assert ph.warmup is None, ph.warmup_steps
+
+
+def test_a_slow_model_with_a_steady_host_is_warmup(tmp_path):
+    # the same slow stretch in the steps alone (the program's work between them unchanged): the model warmed up
+    b = RunBuilder(str(tmp_path), duration_s=40, gpu=False)
+    _stepping(b, [(1, 0.5, 0.001), (2000, 0.006, 0.001), (2200, 0.0037, 0.001)])
+    ph = compute_phases(b.write())
+    assert ph.warmup is not None and 1900 <= ph.warmup_steps <= 2100
+
+
 def test_phases_from_requests_and_whole_run(tmp_path):
     b = RunBuilder(str(tmp_path / "r"), duration_s=10, gpu=False)
     for i in range(50):

@@ -29,3 +29,13 @@ def test_recorded_h200_corpus_verdict(program: str) -> None:
     scores = {k: round(v, 2) for k, v in d.scores.items() if v > 0}
     assert d.primary == label, f"{program}: expected {label} ({why}); scores {scores}"
     assert d.margin >= expected.MIN_MARGIN, (program, d.runner_up, d.margin, scores)
+
+
+def test_a_slower_host_is_no_cold_start() -> None:
+    """hf_greedy_decode on the H200, recorded while the host ran it 1.6x slower for its first 18 s (steps
+    and generate()'s own work between them alike), then at its usual pace: that stretch is no warm-up. When it
+    counted as one, cold_start won 0.67 against launch_bound 0.61."""
+    d = diagnose(open_run(str(ROOT / "tests" / "data" / "gpu_drift" / "hf_greedy_decode")))
+    assert d.primary == "launch_bound", d.scores
+    assert d.margin >= expected.MIN_MARGIN, (d.runner_up, d.margin)
+

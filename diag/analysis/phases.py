@@ -4,7 +4,9 @@
 - warm-up: the steps after it until latency settles: the first step from which
   the rolling median of step latency stays within `SETTLE_TOLERANCE` of the
   steady median (the median of the second half of the steps), capped at half
-  of the steps so a drifting workload still has a steady state; and at least
+  of the steps so a drifting workload still has a steady state, and none where
+  the program's work between steps slowed as much as the steps (a slower host,
+  not a warm-up: `host_slowed`); and at least
   the leading steps whose input shape never occurs again (pre-warming each
   expected shape with a dummy batch), when the later steps repeat their shapes;
 - steady: the rest, up to the end of the last step (or request).
@@ -137,6 +139,24 @@ def one_off_shapes(shapes: np.ndarray | pd.Series) -> np.ndarray:
     return out
 
 
+def host_slowed(ts: np.ndarray, lat: np.ndarray, k: int) -> bool:
+    """Whether the slow steps before `k` came with the program's work between steps slowed alike.
+
+    A warm-up is the model settling (allocations, autotuning, compiling, caches filling): its
+    steps are slow, the program's own work between them is not. When the time between steps
+    stretched by at least half as much as the steps did, the whole process ran slower (CPU clocks,
+    a neighbour on the host): nothing warmed up, and that stretch is steady state, not one-time cost.
+    """
+    if k < MIN_FOR_WARMUP or len(ts) - k < MIN_FOR_WARMUP:
+        return False
+    gap = np.diff(ts).astype(float) - lat[:-1]  # time after each step until the next one starts
+    warm_step, steady_step = np.nanmedian(lat[1:k]), np.nanmedian(lat[k:])
+    warm_gap, steady_gap = np.nanmedian(gap[1:k]), np.nanmedian(gap[k:])
+    if not (steady_step > 0 and steady_gap > 0 and warm_step > steady_step):
+        return False
+    return warm_gap / steady_gap - 1 >= 0.5 * (warm_step / steady_step - 1)
+
+
 SETUP_PAUSE_GAPS = 10  # a pause between steps this many steady gaps long...
 SETUP_PAUSE_MIN_S = 0.1  # ...and at least this long is set-up work between warm-up steps
 
@@ -173,6 +193,8 @@ def _phases_from(basis: str, run: Run, ts: np.ndarray, dur: np.ndarray, valid: n
     startup = Span("startup", start, max(start, first_end))
     lat = np.where(valid, dur.astype(float), np.nan)
     k = settle_index(lat)
+    if basis == "steps" and host_slowed(ts, lat, k):
+        k = 1
     if shapes is not None:
         one_off = np.flatnonzero(one_off_shapes(shapes))
         if len(one_off):
