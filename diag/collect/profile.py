@@ -311,24 +311,22 @@ def _started(run_dir: str, pid: int) -> Callable[[], bool]:
     path = os.path.join(run_dir, RAW_DIR, f"meta.{pid}.jsonl")
     seen = False
 
-    def python_root() -> bool | None:
+    def python_root() -> bool:
         # Read at every call: just after the fork the process is still diag's own Python,
-        # until its exec; the image and argv are the target's from then on. None: unreadable
-        # now (in the middle of its exec, or gone): not yet known, so not yet started.
+        # until its exec; the image and argv are the target's from then on.
         try:
             exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().decode(errors="replace").split("\0")
         except OSError:
-            return None
+            return False
         return exe.startswith(("python", "pypy")) and not _skips_bootstrap(argv[1:])
 
     def started() -> bool:
         nonlocal seen
         if not seen:
             try:
-                root = python_root()
-                seen = root is False or (root is True and any(row.get("startup_done") for row in read_jsonl(path)))
+                seen = not python_root() or any(row.get("startup_done") for row in read_jsonl(path))
             except (OSError, DiagError):
                 pass  # no row yet
         return seen
