@@ -123,6 +123,7 @@ _UNDESCRIBED = ("", -1, "", "", "")  # model, batch, shapes, dtype, device of a 
 MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
 RATE_ROWS = 1024       # rows of a frequent table between two looks at its rate (the rate cap)
 _NEVER_LOOKED = (-RATE_ROWS, 0)  # a table's first look at its rate is due at once
+_NOT_CAPPED = (1, -1)  # no k worked out yet: due at once
 
 _ACTIVE: Recorder | None = None
 
@@ -171,6 +172,7 @@ class Recorder:
         # The rate cap per frequent table: (rows seen, perf clock) at the last look, and 1 in how many to keep.
         self._rate_look: dict[str, tuple[int, int]] = {}
         self._rate_every: dict[str, int] = {}
+        self._capped: dict[str, tuple[int, int]] = {}  # table -> (k, row number up to which k holds)
         self._gc_pending: list[tuple[int, int, int, int, int]] = []
         self._threads_seen: set[int] = set()  # thread idents already mapped in meta
         self._gc_start = 0
@@ -217,13 +219,30 @@ class Recorder:
         return 1 if n < self.detail_full else self._capped_weight(table, n, self.detail_full)
 
     def _capped_weight(self, table: str, n: int, level_full: int) -> int:
-        """Past detail_rows: keep row n 1 in k, k the larger of the level scheme's and the rate cap's."""
+        """Past detail_rows: keep row n 1 in k, k the larger of the level scheme's and the rate cap's.
+
+        Every step's path (a graph replay may come 10 000 times a second): k is worked out
+        again only where it can change, at the rate cap's next look or the next level."""
+        k, until = self._capped.get(table, _NOT_CAPPED)
+        if n >= until:
+            k, until = self._recap(table, n, level_full)
+        return k if n % k == 0 else 0
+
+    def _recap(self, table: str, n: int, level_full: int) -> tuple[int, int]:
+        """k for row n on, and the row number up to which it holds."""
         if n - self._rate_look.get(table, _NEVER_LOOKED)[0] >= RATE_ROWS:
             self._retune_rate(table, n)
         k = self._rate_every.get(table, 1)
+        until = self._rate_look[table][0] + RATE_ROWS
         if n >= level_full:
-            k = max(k, self._sample_k(n, level_full))
-        return k if n % k == 0 else 0
+            level = (n // level_full + 1).bit_length() - 1
+            k = max(k, 1 << min(level, MAX_SAMPLE_LEVEL))
+            if level < MAX_SAMPLE_LEVEL:  # the level rises where n // level_full + 1 reaches 2 ** (level + 1)
+                until = min(until, level_full * ((1 << (level + 1)) - 1))
+        else:
+            until = min(until, level_full)
+        self._capped[table] = (k, until)
+        return k, until
 
     def _retune_rate(self, table: str, n: int) -> None:
         """The rate cap's 1-in-k for `table` from its rows per second since the last look."""
@@ -290,6 +309,10 @@ class Recorder:
             weight = 1 if n < self._full else self._sampled_weight(n)
         else:
             weight = self._capped_weight("steps", n, self._full)
+        if not weight:  # sampled away: counted (seq, end_step's callbacks) and nested calls kept out; no clock
+            state.syncs = 0
+            state.depth = 1
+            return [0, 0, 0, source, "", -1, "", "", "", -1, 0, seq, False, 0]
         described = _UNDESCRIBED
         if weight and describe is not None:
             try:
@@ -317,24 +340,27 @@ class Recorder:
 
         The row is queued, or handed to `defer(row, extra)` when given (which
         writes it later with `step()`); a row sampled out (`weight` 0) is not
-        written, but still counts for `first_step` and the callbacks.
+        written, but still counts for the callbacks (the first step is always kept).
         """
         end = _perf_ns()
         if row is None:
             return
         state = self.state
         state.depth = 0
+        if not row[WEIGHT]:  # sampled away (begin_step): nothing to write
+            if self.on_step_end:
+                self.step_ended(row[SEQ])
+            return
         row[DUR] = end - row[DUR]
         row[SYNCS] = state.syncs
         try:
-            if row[WEIGHT]:
-                if defer is None:
-                    buf = self._pending["steps"]  # step(row), inlined: this is every step's path
-                    buf.append(row)
-                    if len(buf) >= self._max_pending:
-                        self._drain("steps")
-                else:
-                    defer(row, extra)
+            if defer is None:
+                buf = self._pending["steps"]  # step(row), inlined: this is every step's path
+                buf.append(row)
+                if len(buf) >= self._max_pending:
+                    self._drain("steps")
+            else:
+                defer(row, extra)
             if row[SEQ] == 0:
                 self.event("first_step", row[MODEL] or row[SOURCE], ts_ns=row[TS], dur_ns=row[DUR],
                            source=row[SOURCE])
