@@ -194,3 +194,27 @@ def test_a_slow_loop_keeps_every_step_row(tmp_path: Path) -> None:
         Graph.replay = orig  # type: ignore[method-assign]
     steps, _ = _tables(rec)
     assert len(steps) == 3_000 and (steps["weight"] == 1).all()
+
+
+@pytest.mark.parametrize("ns_per_look", [10**6, 7 * 10**8, 2 * 10**9])  # rates far above, near and below the cap
+def test_the_cached_one_in_k_is_the_level_scheme_and_the_rate_cap_at_every_row(tmp_path, monkeypatch,
+                                                                            ns_per_look) -> None:
+    """_capped_weight works k out only where it can change: the same weights as computing it at every row."""
+    import diag.collect.recorder as R
+
+    def direct(rec: Recorder, table: str, n: int, level_full: int) -> int:
+        if n - rec._rate_look.get(table, R._NEVER_LOOKED)[0] >= R.RATE_ROWS:
+            rec._retune_rate(table, n)
+        k = rec._rate_every.get(table, 1)
+        if n >= level_full:
+            k = max(k, rec._sample_k(n, level_full))
+        return k if n % k == 0 else 0
+
+    for full in (7, 2000):
+        got = []
+        for fn in (Recorder._capped_weight, direct):
+            clock = iter(range(0, 10**18, ns_per_look))  # one tick per look at the rate: the same in both
+            monkeypatch.setattr(R, "_perf_ns", lambda: next(clock))
+            rec = Recorder(str(tmp_path / f"{full}-{len(got)}"), {"gc": False, "rows_per_s": 1000})
+            got.append([fn(rec, "steps", n, full) for n in range(400_000)])
+        assert got[0] == got[1]
