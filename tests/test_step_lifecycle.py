@@ -214,7 +214,7 @@ def test_the_cached_one_in_k_is_the_level_scheme_and_the_rate_cap_at_every_row(t
         got = []
         for fn in (Recorder._capped_weight, direct):
             clock = iter(range(0, 10**18, ns_per_look))  # one tick per look at the rate: the same in both
-            monkeypatch.setattr(R, "_perf_ns", lambda: next(clock))
+            monkeypatch.setattr(R, "_perf_ns", clock.__next__)
             rec = Recorder(str(tmp_path / f"{full}-{len(got)}"), {"gc": False, "rows_per_s": 1000})
             got.append([fn(rec, "steps", n, full) for n in range(400_000)])
         assert got[0] == got[1]

@@ -54,6 +54,19 @@ These hold for every rule (issue 12: programs nobody wrote for diag):
   engines, then serves a 2 s burst, is start-up-bound however long importing
   torch took. A long run amortises the same start-up and keeps its
   steady-state label.
+- **A slower host is no warm-up.** A warm-up is the model settling
+  (allocations, autotuning, compiling, caches filling): its steps are slow,
+  the program's own work between them is not. Where the time between steps
+  stretched by at least half as much as the steps did, the whole process ran
+  slower (CPU clocks, a neighbour on the host): that stretch is steady state,
+  not one-time cost (`host_slowed` in diag/analysis/phases.py).
+- **Stack samples say how the time splits; the hooks say how much there
+  was.** A py-spy sample's length is coarse (a run of one stack is merged
+  into one sample; 10-20 Hz on a small host), so a sample that caught a
+  2 ms model call can stretch over the sleep after it. The stepping thread's
+  sampled time outside the model is scaled to the time outside the model
+  that the step hooks measured before it is split into work, known waits and
+  reads.
 - **A thread on the CPU is not waiting.** A stack sample in a read frame
   counts toward `steady.io_wait_share` only where the thread was off the CPU
   (the sampler's idle flag, and at most the thread's measured off-CPU time): a
