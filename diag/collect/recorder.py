@@ -312,9 +312,9 @@ class Recorder:
         if not weight:  # sampled away: counted (seq, end_step's callbacks) and nested calls kept out; no clock
             state.syncs = 0
             state.depth = 1
-            return [0, 0, 0, source, "", -1, "", "", "", -1, 0, seq, False, 0]
+            return [0, 0, 0, source, *_UNDESCRIBED, -1, 0, seq, False, 0]  # STEP_COLUMNS order
         described = _UNDESCRIBED
-        if weight and describe is not None:
+        if describe is not None:
             try:
                 described = describe(subject, args, kwargs)
             except Exception:  # noqa: BLE001 - never hurt the target: the step stays, undescribed
