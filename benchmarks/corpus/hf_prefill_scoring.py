@@ -13,9 +13,8 @@ Runs 30 s of calls by default: a job like this runs for long, and its start-up
 must not be most of the run, or the run is start-up-bound and cold_start is
 the right verdict for it (docs/accuracy.md). The random weights are made on
 the device, as `from_pretrained(..., device_map="cuda")` would place real
-ones, not in fp32 on the host first. Start-up on the H200 host is still
-~17 s (torch import ~5 s; importing transformers and building the model
-~10 s).
+ones, not in fp32 on the host first. Start-up on the H200 host is
+~15 s (importing torch and transformers, building the model).
 """
 
 from __future__ import annotations

@@ -117,14 +117,7 @@ def compute(ctx: Context) -> dict[str, float | None]:
     runq = thread_run_delay(ctx, pid, tid)
     out["steady.step_thread_runq_share"] = runq
     rq = min(runq or 0.0, 0.95)
-    st = _stack_shares(ctx, pid, tid, s_ts, s_end, copies, syncs)
-    if st is not None and st["sampled"] > 0:
-        # A stack sample's duration is coarse (py-spy merges a run of one stack into one sample, runs
-        # at 10-20 Hz on a small host, restarts when its rate changes): a sample that caught a short
-        # step stretches over the sleep after it. The samples say how the time outside the model
-        # splits; the hooks say how much of it there was.
-        scale = max(0.0, outside_share - waits) / st["sampled"]
-        st = {k: v * scale if isinstance(v, float) else v for k, v in st.items()}
+    st = _stack_shares(ctx, pid, tid, s_ts, s_end, copies, syncs, max(0.0, outside_share - waits))
     busy = st["active"] if st else None
     if cpu is not None:
         # CPU time the model, copies and syncs cannot account for was spent outside: a floor.
@@ -212,10 +205,15 @@ def _thread_rate(ctx: Context, pid: int, tid: int, cols: tuple[str, ...]) -> flo
 
 
 def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.ndarray,
-                  copies: pd.DataFrame, syncs: pd.DataFrame) -> dict[str, float] | None:
-    """The stepping thread's stack samples outside the model (and outside copies and syncs), as shares.
+                  copies: pd.DataFrame, syncs: pd.DataFrame, measured: float) -> dict[str, float] | None:
+    """The stepping thread's stack samples outside the model (and outside copies and syncs), as shares
+    of the steady state that together make up `measured` (that time, as the hooks measured it).
 
-    sampled: all of them;
+    A sample's duration is coarse (py-spy merges a run of one stack into one sample, runs at
+    10-20 Hz on a small host, restarts when its rate changes): a sample that caught a short step
+    stretches over the sleep after it. So the samples say how the time outside the model splits,
+    the hooks how much of it there was.
+
     active: running Python (not a known wait, not a read); io: in a file or
     socket read (inside request ranges when the run has requests: between
     requests a server waits for load, not input); known: in a known wait
@@ -247,8 +245,10 @@ def _stack_shares(ctx: Context, pid: int, tid: int, s_ts: np.ndarray, s_end: np.
     if not req.empty:
         r_ts = req["ts_ns"].to_numpy(dtype=np.int64)
         in_req = intervals.inside(mid, r_ts, r_ts + req["dur_ns"].to_numpy(dtype=np.int64))
+    sampled = float(dur[outside].sum())
+    if sampled > 0:
+        dur = dur * (measured / sampled)
     return {
-        "sampled": float(dur[outside].sum()),
         "active": float(dur[outside & ~idle & ~io & ~worker_wait].sum()),
         "io": float(dur[outside & io & in_req].sum()),
         "io_all": float(dur[outside & io].sum()),
