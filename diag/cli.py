@@ -38,6 +38,8 @@ def _add_profile_options(p: argparse.ArgumentParser) -> None:
             continue
         if o.switch:
             p.add_argument(o.flag, dest=o.name, action="store_false", help=o.help)
+        elif o.flag_on:
+            p.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
         else:
             p.add_argument(o.flag, dest=o.name, type=functools.partial(parse, o.name), default=o.default,
                            metavar=o.metavar, help=o.help)

@@ -141,3 +141,26 @@ def test_syncs_are_sampled_after_detail_rows_steps_after_table_rows(tmp_path) ->
         assert rec.weight("steps") == 1
     weights = [r["weight"] for r in _rows(rec, "syncs")]
     assert weights[:10] == [1] * 10 and weights[10] == 2 and sum(weights) >= 100 > len(weights)
+
+
+def test_a_sampled_away_item_reads_no_clock_and_the_kept_ones_keep_their_weights(tmp_path, monkeypatch) -> None:
+    from diag.collect.hooks import torch as torch_hooks
+
+    rec = Recorder(str(tmp_path), {"gc": False, "detail_rows": 10})
+    reference = Recorder(str(tmp_path / "ref"), {"gc": False, "detail_rows": 10})
+    cls = type("Tensor", (Tensor,), {"item": lambda self: 1.5, "tolist": lambda self: [1.5]})
+    fake = types.SimpleNamespace(Tensor=cls, cuda=types.SimpleNamespace(
+        synchronize=lambda: None, Event=type("Event", (), {"synchronize": lambda self: None}),
+        Stream=type("Stream", (), {"synchronize": lambda self: None})))
+    torch_hooks.TorchHooks(rec, fake)._install_syncs()
+    clock: list[int] = []
+    monkeypatch.setattr(torch_hooks, "_perf_ns", lambda: clock.append(1) or len(clock))
+    rec.state.depth = 1  # inside a step: every sync counts for it, kept or not
+    assert [cls(0).item() for _ in range(1000)] == [1.5] * 1000
+    rec.state.depth = 0
+    expected = [w for w in (reference.frequent_weight("syncs") for _ in range(1000)) if w]
+    rows = _rows(rec, "syncs")
+    assert [r["weight"] for r in rows] == expected and len(rows) < 1000
+    assert len(clock) == 2 * len(rows)  # two clock reads per kept sync, none for the others
+    assert rec.state.syncs == 1000 and all(r["api"] == "Tensor.item" and r["in_step"] for r in rows)
+    assert cls(None).item() == 1.5 and len(_rows(rec, "syncs")) == len(rows)  # a CPU tensor: no sync

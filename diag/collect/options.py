@@ -46,8 +46,13 @@ class Option:
 
     @property
     def switch(self) -> bool:
-        """True for an on/off option whose flag turns it off (`--no-gpu`)."""
+        """True for an on/off option whose flag turns it off (`--no-gpu`); see `flag_on`."""
         return isinstance(self.default, bool) and self.flag is not None and self.flag.startswith("--no-")
+
+    @property
+    def flag_on(self) -> bool:
+        """True for an option off by default whose flag turns it on (`--idle-priority`)."""
+        return self.default is False and self.flag is not None and not self.flag.startswith("--no-")
 
 
 _T = "target"
@@ -82,6 +87,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("load_wait_s", 60.0, "with --load: seconds to wait for URL to answer before giving up (the server "
            "is then stopped, the run kept)", flag="--load-wait", type=float, metavar="S", min=0.1, max=_DAY),
     Option("stacks", True, "do not sample Python stacks (py-spy)", flag="--no-stacks", off="--no-stacks"),
+    Option("idle_priority", False, "run diag's samplers and py-spy at idle CPU priority (SCHED_IDLE): they "
+           "never preempt the target, but on a host with no idle core they sample less often",
+           flag="--idle-priority"),
     Option("gpu", True, "do not sample the GPU or open kernel windows", flag="--no-gpu", off="--no-gpu"),
     Option("gpm", True, "do not read NVML GPM metrics (SM, tensor and DRAM activity)", flag="--no-gpm",
            off="--no-gpm"),

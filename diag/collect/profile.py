@@ -42,6 +42,7 @@ class ProfileOptions:
     gpu_interval_s: float = default("gpu_interval_s")
     stack_rate_hz: int | None = default("stack_rate_hz")  # None: default_stack_rate()
     stacks: bool = default("stacks")
+    idle_priority: bool = default("idle_priority")
     gpu: bool = default("gpu")
     gpm: bool = default("gpm")
     gpm_interval_s: float = default("gpm_interval_s")
@@ -212,6 +213,8 @@ def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, 
         samplers.append(stacks)
     else:
         off["stacks"] = {"status": "off", "reason": off_reason("stacks")}
+    for sampler in samplers:
+        sampler.idle = opts.idle_priority
     return samplers, off
 
 

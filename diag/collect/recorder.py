@@ -371,20 +371,32 @@ class Recorder:
 
     def sync(self, api: str, ts_ns: int, dur_ns: int) -> None:
         """A synchronizing call: a `syncs` row, also counted in the current step's `syncs`."""
+        w = self.sync_weight()
+        if w:
+            self.sync_row(api, ts_ns, dur_ns, w)
+
+    def sync_weight(self) -> int:
+        """Count a synchronizing call about to be made (and in the current step's `syncs`): the
+        weight of its row, 0 when sampled away. A hook asks before the call, so that a
+        sampled-away sync (most of them in a fast loop) costs no clock reads."""
         state = self.state
-        in_step = state.depth > 0
-        if in_step:
+        if state.depth:
             state.syncs += 1
         seen = self._seen  # weight("syncs", detail_full), inlined: a program may sync every step
         n = seen.get("syncs", 0)
         seen["syncs"] = n + 1
-        w = 1 if n < self.detail_full else self._capped_weight("syncs", n, self.detail_full)
-        if w and not self._closed:
-            # A tuple, not a dict: a program may sync once a step (`.item()`); the flusher encodes it (_sync_line).
-            buf = self._pending["syncs"]
-            buf.append((ts_ns, dur_ns, state.tid or self._new_tid(), api, in_step, w))
-            if len(buf) >= self._max_pending:
-                self._drain("syncs")
+        return 1 if n < self.detail_full else self._capped_weight("syncs", n, self.detail_full)
+
+    def sync_row(self, api: str, ts_ns: int, dur_ns: int, weight: int) -> None:
+        """Queue the `syncs` row of a call that `sync_weight` kept (weight > 0)."""
+        if self._closed:
+            return
+        state = self.state
+        # A tuple, not a dict: a program may sync once a step (`.item()`); the flusher encodes it (_sync_line).
+        buf = self._pending["syncs"]
+        buf.append((ts_ns, dur_ns, state.tid or self._new_tid(), api, state.depth > 0, weight))
+        if len(buf) >= self._max_pending:
+            self._drain("syncs")
 
     def _drain(self, table: str) -> None:
         buf = self._pending[table]

@@ -14,6 +14,7 @@ if it holds resources, `close()`.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,11 +28,34 @@ OFF = "off"
 FAILED = "failed"
 
 
+def idle_priority() -> bool:
+    """Move the calling thread, and the threads and processes it starts later, to SCHED_IDLE.
+
+    A target that fills every core with intra-op threads waits at each parallel
+    region for its slowest thread, so a sampler that preempts one of them can
+    stall them all. At idle priority a sampler runs only on a core the target
+    leaves idle and never preempts it; on a host with no idle core it samples
+    less often (every row keeps its own time). Opt-in (`--idle-priority`): on
+    the 2-core box it showed no gain within the noise and halved the host
+    samples of a target that filled both cores (docs/performance.md).
+    False where the system has no SCHED_IDLE or refuses it. Never raises.
+    """
+    policy = getattr(os, "SCHED_IDLE", None)
+    if policy is None:
+        return False
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(0))  # Linux: 0 is the calling thread
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 @runtime_checkable
 class Sampler(Protocol):
     """What the launcher needs from a sampler."""
 
     name: str  # the key in run.json collectors: "host", "gpu", "stacks"
+    idle: bool  # sample at idle CPU priority (idle_priority)
 
     def start(self, run_dir: str, root_pid: int) -> None:
         """Begin sampling the process tree under root_pid. Never raises."""
@@ -56,8 +80,10 @@ class PeriodicThread:
     """
 
     def __init__(self, name: str, interval_s: float, tick: Callable[[], None],
-                 on_error: Callable[[BaseException], None]) -> None:
+                 on_error: Callable[[BaseException], None], idle: bool = False) -> None:
         self._interval = max(interval_s, 0.001)
+        self._idle = idle  # run at idle CPU priority (idle_priority)
+        self.priority = "normal"  # what the thread got: "idle" once idle_priority() succeeded
         self._tick = tick
         self._on_error = on_error
         self._stop = threading.Event()
@@ -74,6 +100,8 @@ class PeriodicThread:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        if self._idle and idle_priority():
+            self.priority = "idle"
         next_t = time.monotonic()
         while not self._stop.is_set():
             try:
@@ -107,6 +135,7 @@ class SamplerBase:
     """
 
     name = "sampler"
+    idle = False  # sample at idle CPU priority (idle_priority); profile.py: --idle-priority
 
     def __init__(self) -> None:
         self._status: dict[str, Any] = {"status": OFF, "reason": "not started"}
@@ -186,7 +215,7 @@ class PeriodicSampler(SamplerBase):
         extra = self.open(run_dir, root_pid)
         self._writers = {t: JsonlWriter(run_dir, t) for t in self.tables}
         self._status = {"status": OK, "interval_s": self.interval_s, **(extra or {})}
-        self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self.failed)
+        self._loop = PeriodicThread(self.name, self.interval_s, self.tick, self.failed, idle=self.idle)
         self._loop.start()
 
     def _stop(self) -> None:
@@ -208,6 +237,7 @@ class PeriodicSampler(SamplerBase):
         st = super().status()
         if self._loop is not None:
             st["samples"] = self._loop.ticks
+            st["priority"] = self._loop.priority
         return st
 
     def open(self, run_dir: str, root_pid: int) -> dict[str, Any] | None:

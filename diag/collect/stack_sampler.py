@@ -62,7 +62,7 @@ import psutil
 
 from diag.collect.launcher import unblock_in_child
 from diag.collect.redact import redact_pyspy_file
-from diag.collect.sampler import FAILED, OK, UNAVAILABLE, SamplerBase, Unavailable
+from diag.collect.sampler import FAILED, OK, UNAVAILABLE, SamplerBase, Unavailable, idle_priority
 from diag.store.jsonl import RAW_DIR
 
 LOG_FILE = "pyspy.log"
@@ -175,10 +175,25 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _nice_child() -> None:
-    """preexec_fn for the compactor: normal signals, lowest CPU priority."""
+def _pyspy_child() -> None:
+    """preexec_fn for py-spy at idle priority: normal signals, SCHED_IDLE (sampler.idle_priority)."""
     unblock_in_child()
-    os.nice(19)
+    idle_priority()
+
+
+def _policy(pid: int) -> str:
+    """"idle" when the process runs under SCHED_IDLE, else "normal"; "" when it cannot be read."""
+    try:
+        return "idle" if os.sched_getscheduler(pid) == getattr(os, "SCHED_IDLE", -1) else "normal"
+    except (OSError, AttributeError):
+        return ""
+
+
+def _nice_child() -> None:
+    """preexec_fn for the compactor: normal signals, lowest CPU priority (idle where the system has it)."""
+    unblock_in_child()
+    if not idle_priority():
+        os.nice(19)
 
 
 class StackSampler(SamplerBase):
@@ -208,6 +223,7 @@ class StackSampler(SamplerBase):
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._attempts = 0
+        self._priority = ""  # py-spy's CPU priority ("idle", "normal"), read back after each start
         self._start_ns: int | None = None
         self._log_pos = 0
         self._cpu_done = 0.0  # CPU seconds of earlier py-spy attempts
@@ -259,6 +275,8 @@ class StackSampler(SamplerBase):
 
     def extra_status(self) -> dict[str, Any]:
         st: dict[str, Any] = {"rate_hz": self.rate_hz}
+        if self._priority:
+            st["priority"] = self._priority
         if self.adaptive:
             st["adaptive"] = True
             st["rates"] = list(self._rates)
@@ -290,7 +308,9 @@ class StackSampler(SamplerBase):
             # Own session: a Ctrl-C at the terminal must not stop it before the target.
             # Signals are unblocked: diag blocks them in its own threads (launcher.py).
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True, close_fds=True, preexec_fn=unblock_in_child)
+                                    start_new_session=True, close_fds=True,
+                                    preexec_fn=_pyspy_child if self.idle else unblock_in_child)
+        self._priority = _policy(proc.pid)
         with self._lock:
             self._proc = proc
             self._start_ns = self._start_ns or start_ns
@@ -348,6 +368,8 @@ class StackSampler(SamplerBase):
 
     def _watch(self) -> None:
         """Notice py-spy exiting early; retry while the target may still start Python."""
+        if self.idle:
+            idle_priority()
         delay = 1.0
         while not self._stopping.wait(0.2):
             with self._lock:

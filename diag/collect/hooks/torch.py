@@ -438,19 +438,22 @@ class TorchHooks:
 
     def _install_syncs(self) -> None:
         torch = self.torch
-        sync = self.rec.sync
+        sync_weight, sync_row = self.rec.sync_weight, self.rec.sync_row
         compiling = compiling_probe(torch)
 
         def timed(api: str, orig: Any) -> Any:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 if compiling():
                     return orig(*args, **kwargs)
+                w = sync_weight()  # counted now; a sampled-away sync is not timed
+                if not w:
+                    return orig(*args, **kwargs)
                 ts = _time_ns()
                 t0 = _perf_ns()
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    sync(api, ts, _perf_ns() - t0)
+                    sync_row(api, ts, _perf_ns() - t0, w)
 
             return _named(wrapper, api, orig)
 
@@ -460,12 +463,15 @@ class TorchHooks:
             def method(self: Any) -> Any:
                 if not self.is_cuda or compiling():
                     return orig(self)
+                w = sync_weight()
+                if not w:
+                    return orig(self)
                 ts = _time_ns()
                 t0 = _perf_ns()
                 try:
                     return orig(self)
                 finally:
-                    sync(api, ts, _perf_ns() - t0)
+                    sync_row(api, ts, _perf_ns() - t0, w)
 
             return _named(method, api, orig)
 
