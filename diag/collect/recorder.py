@@ -121,6 +121,7 @@ Describe = Callable[[Any, tuple[Any, ...], "dict[str, Any] | None"], tuple[str, 
 _UNDESCRIBED = ("", -1, "", "", "")  # model, batch, shapes, dtype, device of a step not described
 
 MAX_SAMPLE_LEVEL = 10  # keep at least 1 row in 1024
+GC_RING = 4096  # GC pauses held between two flushes (a few hundred a second in a busy loop)
 RATE_ROWS = 1024       # rows of a frequent table between two looks at its rate (the rate cap)
 _NEVER_LOOKED = (-RATE_ROWS, 0)  # a table's first look at its rate is due at once
 _NOT_CAPPED = (1, -1)  # no k worked out yet: due at once
@@ -173,7 +174,14 @@ class Recorder:
         self._rate_look: dict[str, tuple[int, int]] = {}
         self._rate_every: dict[str, int] = {}
         self._capped: dict[str, tuple[int, int]] = {}  # table -> (k, row number up to which k holds)
-        self._gc_pending: list[tuple[int, int, int, int, int]] = []
+        # GC pauses wait in a ring allocated once, here: a list the collector grew (and the
+        # flusher freed) ~100 times a second moved the top of the target's malloc heap, and
+        # glibc then trimmed and re-faulted a torch loop's buffers every step (up to 25% of
+        # its rate on the CPU box, docs/performance.md).
+        self._gc_ring: list[tuple[int, int, int, int, int] | None] = [None] * GC_RING
+        self._gc_head = 0  # pauses written (by the collecting thread, under the GIL)
+        self._gc_tail = 0  # pauses drained (by the flusher)
+        self._gc_skipped = 0  # pauses the full ring had no slot for: added to the next row's weight
         self._threads_seen: set[int] = set()  # thread idents already mapped in meta
         self._gc_start = 0
         self._gc_start_wall = 0
@@ -559,18 +567,27 @@ class Recorder:
             self._gc_start_wall = time.time_ns()
             self._gc_start = time.perf_counter_ns()
         elif self._gc_start:
-            self._gc_pending.append((self._gc_start_wall, time.perf_counter_ns() - self._gc_start,
-                                     self.state.tid or self._new_tid(), info.get("generation", -1),
-                                     info.get("collected", 0)))
+            head = self._gc_head
+            if head - self._gc_tail < GC_RING:
+                self._gc_ring[head % GC_RING] = (
+                    self._gc_start_wall, time.perf_counter_ns() - self._gc_start,
+                    self.state.tid or self._new_tid(), info.get("generation", -1), info.get("collected", 0))
+                self._gc_head = head + 1  # after the slot is filled: the drain reads up to here
+            else:
+                self._gc_skipped += 1
             self._gc_start = 0
 
     def _drain_gc(self) -> None:
-        pending, self._gc_pending = self._gc_pending, []
-        for ts, dur, tid, gen, collected in pending:
+        ring, head = self._gc_ring, self._gc_head
+        for i in range(self._gc_tail, head):
+            ts, dur, tid, gen, collected = ring[i % GC_RING]  # type: ignore[misc]
+            ring[i % GC_RING] = None
             w = self.weight("gc")
             if w:
-                self.event("gc", f"gen{gen}", ts_ns=ts, dur_ns=dur, weight=w, tid=tid,
+                skipped, self._gc_skipped = self._gc_skipped, 0
+                self.event("gc", f"gen{gen}", ts_ns=ts, dur_ns=dur, weight=w + skipped, tid=tid,
                            generation=gen, collected=collected)
+        self._gc_tail = head
 
     # -- flushing and lifetime -----------------------------------------------
 
@@ -660,7 +677,8 @@ class Recorder:
         self._born = time.monotonic()
         self.seq_start = next(self.seq_counter)  # step numbers go on from the parent's
         self.seq_counter = itertools.count(self.seq_start)
-        self._gc_pending = []
+        self._gc_ring = [None] * GC_RING
+        self._gc_head = self._gc_tail = self._gc_skipped = 0
         self.state.tid = 0  # the forking thread lives on in the child under a new id
         self._threads_seen = set()
         self.pid = os.getpid()

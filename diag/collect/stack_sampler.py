@@ -223,6 +223,7 @@ class StackSampler(SamplerBase):
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._attempts = 0
+        self._found: dict[str, Any] | None = None  # what an attempt that found no Python said (_watch)
         self._priority = ""  # py-spy's CPU priority ("idle", "normal"), read back after each start
         self._start_ns: int | None = None
         self._log_pos = 0
@@ -390,11 +391,16 @@ class StackSampler(SamplerBase):
                 self._settle()
                 return
             reason = _error_line(self._log, self._log_pos)
+            if self._found is not None and not _alive(self._pid):  # it ended during a retry: that finding stands
+                self._status = self._found
+                self._retire()
+                return
             if not any(s in reason for s in _NO_PYTHON):  # e.g. ptrace refused: retrying will not help
                 self._status = {"status": UNAVAILABLE, "reason": f"py-spy: {reason}"}
                 self._retire()
                 return
-            self._status = {"status": UNAVAILABLE, "reason": f"no Python process in the target (py-spy: {reason})"}
+            self._status = self._found = {"status": UNAVAILABLE,
+                                          "reason": f"no Python process in the target (py-spy: {reason})"}
             self._retire()
             if self._stopping.wait(delay) or not _alive(self._pid):
                 return
