@@ -252,3 +252,47 @@ def test_init_is_paid_when_the_model_moves_to_the_gpu(tmp_path) -> None:
         assert [e["name"] for e in rec.window_events()].count("profiler_init") == 1
     finally:
         torch.nn.Module.to = original_to
+
+
+def test_quiet_until_never_hides_an_action() -> None:
+    """Wherever quiet_until() says a step is too early, decide() has nothing to do there."""
+    s = WindowScheduler(installed_at=0.0, windows=3, steps=4, after_steps=10, after_s=2.0,
+                        spacing_steps=7, spacing_s=1.5)
+    for seq in range(400):
+        now = 0.05 * seq
+        quiet = s.quiet_until()
+        action = s.decide(seq, now)
+        if quiet is not None and (seq < quiet[0] or now < quiet[1]):
+            assert action is None, (seq, now, quiet)
+        if action:
+            s.done(action, seq, now)
+    assert s.finished and s.opened == 3
+
+
+def test_between_windows_the_recorder_skips_the_callback(tmp_path) -> None:
+    """A fast loop pays a comparison a step between windows, not a call; the windows open at the same steps."""
+    from diag.collect.recorder import Recorder
+
+    def run(gated: bool) -> tuple[list[int], int]:
+        rec = Recorder(str(tmp_path / str(gated)), {"kernel_window_after_steps": 20, "kernel_window_after_s": 1.0,
+                                                    "kernel_window_spacing_s": 0.5, "kernel_window_steps": 3})
+        now = [0.0]
+        w = KernelWindows(rec, WindowScheduler.from_options(rec.options, installed_at=0.0),
+                          make_profiler=FakeProfiler, cuda_ready=lambda: True, profiler_busy=lambda: False,
+                          clock=lambda: now[0], capturing=lambda: False, env=kw.TeardownEnv({}))
+        calls = []
+        rec.on_step_end.append(lambda seq: (None if w.scheduler.finished else calls.append(seq), w.on_step_end(seq)))
+        opened = []
+        for seq in range(3000):
+            now[0] = 0.001 * seq  # 1000 steps a second
+            was_in = rec.in_window
+            rec.end_step(rec.begin_step("test"))
+            if rec.in_window and not was_in:
+                opened.append(seq)
+            if not gated:
+                rec.step_end_due = 0  # a recorder without the gate: called at every step end
+        return opened, len(calls)
+
+    (opened, every), (gated_opened, calls) = run(False), run(True)
+    assert gated_opened == opened and len(opened) == 2
+    assert calls < every / 10, (calls, every)

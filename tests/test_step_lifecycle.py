@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -162,8 +163,12 @@ def test_a_frequent_kind_of_row_samples_sooner_with_exact_totals(tmp_path) -> No
     assert rec.weight("steps") == 1  # other tables keep table_rows whole
 
 
-def test_a_fast_loop_keeps_a_capped_rate_of_step_rows_with_exact_totals(tmp_path: Path) -> None:
+def test_a_fast_loop_keeps_a_capped_rate_of_step_rows_with_exact_totals(tmp_path: Path, monkeypatch: Any) -> None:
     """Past detail_rows, steps are kept at most ~rows_per_s a second (1 in k, weight k); window steps all."""
+    from diag.collect import recorder as recorder_mod
+
+    # The recorder's clock moves 1 µs a call, so the loop's rate (and k) are the same on any machine.
+    monkeypatch.setattr(recorder_mod, "_perf_ns", itertools.count(0, 1_000).__next__)
     (tmp_path / "run.json").write_text(json.dumps({"schema": "diag.run/1", "start_ns": 0}))
     rec = Recorder(str(tmp_path), {"gc": False, "detail_rows": 100, "rows_per_s": 1000})
     orig = _hook(rec)
@@ -218,3 +223,26 @@ def test_the_cached_one_in_k_is_the_level_scheme_and_the_rate_cap_at_every_row(t
             rec = Recorder(str(tmp_path / f"{full}-{len(got)}"), {"gc": False, "rows_per_s": 1000})
             got.append([fn(rec, "steps", n, full) for n in range(400_000)])
         assert got[0] == got[1]
+
+
+def test_gc_pauses_go_through_a_ring_allocated_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The collector's callback fills slots made at start (a container it grew moved the target's
+    malloc heap); pauses a full ring has no slot for still count, in the next row's weight."""
+    from diag.collect import recorder as recorder_mod
+    from diag.store.jsonl import read_jsonl
+
+    monkeypatch.setattr(recorder_mod, "GC_RING", 4)
+    rec = Recorder(str(tmp_path))
+    ring = rec._gc_ring
+    for gen in (0, 1, 2, 0, 1, 2, 0):  # 7 collections, 4 slots
+        rec._on_gc("start", {"generation": gen})
+        rec._on_gc("stop", {"generation": gen, "collected": 3})
+    assert rec._gc_ring is ring and len(ring) == 4
+    rec.flush()
+    rec._on_gc("start", {"generation": 1})
+    rec._on_gc("stop", {"generation": 1, "collected": 0})
+    rec.flush()
+    rows = [e for e in read_jsonl(str(tmp_path / "raw" / f"events.{rec.pid}.jsonl")) if e["kind"] == "gc"]
+    assert [r["name"] for r in rows] == ["gen0", "gen1", "gen2", "gen0", "gen1"]
+    assert [r["weight"] for r in rows] == [4, 1, 1, 1, 1]  # 3 skipped: counted in the first kept row
+    assert rec._gc_ring is ring and ring == [None] * 4

@@ -170,6 +170,18 @@ class WindowScheduler:
             return None
         return START
 
+    def quiet_until(self) -> tuple[int, float] | None:
+        """Between windows: (step, time) that must both be reached before decide() can act;
+        None while it must see every step end (init due, a window open, or none to come)."""
+        if self.open or not self.initialised or self.finished:
+            return None
+        seq, t = self.after_steps, (float("-inf") if self.by_steps else self.installed_at + self.after_s)
+        if self.last_close_seq is not None:
+            seq = max(seq, self.last_close_seq + self.spacing_steps)
+            if not self.by_steps:
+                t = max(t, self.last_close_at + self.spacing_s)
+        return seq, t
+
     def warmed_up(self, seq: int, now: float) -> bool:
         """Warm-up is over: enough steps and (one process alone) enough seconds."""
         return seq >= self.after_steps and (self.by_steps or now - self.installed_at >= self.after_s)
@@ -432,6 +444,7 @@ class KernelWindows:
         self._start_cost_ns = 0
         self._first_seq = 0
         self._capture_seen = False
+        self._last_call: tuple[int, float] | None = None  # (seq, clock) at the last step-end call (_hold)
         self.torn_down = False       # a teardown has happened in this process
         self.teardown: bool | None = None
         self.teardown_why = ""
@@ -507,6 +520,7 @@ class KernelWindows:
             now = self.clock()
             action = self.scheduler.decide(seq, now)
             if action is None:
+                self._hold(seq, now)
                 return
             if action in (INIT, START) and not self.cuda_ready():
                 if self.scheduler.warmed_up(seq, now):
@@ -527,6 +541,24 @@ class KernelWindows:
             if self.scheduler.finished:
                 self._detach()
             self._lock.release()
+
+    def _hold(self, seq: int, now: float) -> None:
+        """Between windows, tell the recorder which step end to call us at next (`step_end_due`):
+        a graph-replay loop of 10 000 steps/s would otherwise pay this callback at each step.
+        A time still to come is turned into steps at the loop's rate since the last call, halved,
+        so a loop that slows down is asked again before its due time, not long after."""
+        due = self.scheduler.quiet_until()
+        last, self._last_call = self._last_call, (seq, now)
+        if due is None:
+            return
+        due_seq, due_t = due
+        if now < due_t and last is not None and seq > last[0] and now > last[1]:
+            rate = (seq - last[0]) / (now - last[1])
+            due_seq = max(due_seq, seq + int((due_t - now) * rate / 2))
+        try:
+            self.recorder.step_end_due = max(seq + 1, due_seq)
+        except Exception:  # noqa: BLE001 - a recorder without the gate calls us every step
+            pass
 
     def _what(self) -> str:
         return "torch.profiler" if self.backend.name == "torch" else "CUPTI (cupti-python)"

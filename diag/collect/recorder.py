@@ -85,6 +85,10 @@ Contract for the kernel windows (diag/collect/kernel_windows.py):
     the step's own thread right after every outermost step returns (also when
     it raised), after its row is queued. An exception in a callback becomes a
     `note` event and the callback is dropped.
+  - `recorder.step_end_due`: int; the callbacks are called only for steps
+    numbered at least this. A callback with nothing to do before a later step
+    raises it (the kernel windows between windows), so a fast loop pays one
+    comparison a step instead of a call.
   - `recorder.in_window`: bool; set it True while the profiler is on. A step
     that starts while it is True is written with `in_window: true`.
   - `recorder.event(kind, name, ts_ns, dur_ns, **detail)` writes an event row
@@ -155,6 +159,7 @@ class Recorder:
         self.in_window = False
         self.capturing = 0  # CUDA graph captures in progress, any thread (hooks/cuda_graph.py)
         self.on_step_end: list[Callable[[int], None]] = []
+        self.step_end_due = 0  # on_step_end runs from this step number on (a callback may raise it)
         self.seq_counter = itertools.count()  # step numbers of this process
         self.seq_start = 0  # the first of them (a forked child goes on from its parent's count)
         self._born = time.monotonic()  # young processes flush often (_flush_loop)
@@ -356,7 +361,7 @@ class Recorder:
         state = self.state
         state.depth = 0
         if not row[WEIGHT]:  # sampled away (begin_step): nothing to write
-            if self.on_step_end:
+            if self.on_step_end and row[SEQ] >= self.step_end_due:
                 self.step_ended(row[SEQ])
             return
         row[DUR] = end - row[DUR]
@@ -374,7 +379,7 @@ class Recorder:
                            source=row[SOURCE])
         except Exception:  # noqa: BLE001 - never hurt the target
             pass
-        if self.on_step_end:
+        if self.on_step_end and row[SEQ] >= self.step_end_due:
             self.step_ended(row[SEQ])
 
     def sync(self, api: str, ts_ns: int, dur_ns: int) -> None:
