@@ -546,7 +546,8 @@ class KernelWindows:
         """Between windows, tell the recorder which step end to call us at next (`step_end_due`):
         a graph-replay loop of 10 000 steps/s would otherwise pay this callback at each step.
         A time still to come is turned into steps at the loop's rate since the last call, halved,
-        so a loop that slows down is asked again before its due time, not long after."""
+        and at most twice the steps since that call (one short step must not skip thousands of
+        long ones), so a loop that slows down is asked again before its due time, not long after."""
         due = self.scheduler.quiet_until()
         last, self._last_call = self._last_call, (seq, now)
         if due is None:
@@ -554,7 +555,8 @@ class KernelWindows:
         due_seq, due_t = due
         if now < due_t and last is not None and seq > last[0] and now > last[1]:
             rate = (seq - last[0]) / (now - last[1])
-            due_seq = max(due_seq, seq + int((due_t - now) * rate / 2))
+            ahead = min(int((due_t - now) * rate / 2), 2 * (seq - last[0]))
+            due_seq = max(due_seq, seq + ahead)
         try:
             self.recorder.step_end_due = max(seq + 1, due_seq)
         except Exception:  # noqa: BLE001 - a recorder without the gate calls us every step
