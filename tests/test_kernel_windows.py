@@ -296,3 +296,24 @@ def test_between_windows_the_recorder_skips_the_callback(tmp_path) -> None:
     (opened, every), (gated_opened, calls) = run(False), run(True)
     assert gated_opened == opened and len(opened) == 2
     assert calls < every / 10, (calls, every)
+
+
+def test_a_loop_that_slows_down_still_gets_its_window_near_the_due_time(tmp_path) -> None:
+    """200 steps of 10 µs, then steps of 10 ms: the first window opens within 0.2 s of its due time
+    (1 s), not thousands of slow steps later at the fast steps' rate."""
+    from diag.collect.recorder import Recorder
+
+    rec = Recorder(str(tmp_path), {"kernel_window_after_steps": 20, "kernel_window_after_s": 1.0})
+    now = [0.0]
+    w = KernelWindows(rec, WindowScheduler.from_options(rec.options, installed_at=0.0),
+                      make_profiler=FakeProfiler, cuda_ready=lambda: True, profiler_busy=lambda: False,
+                      clock=lambda: now[0], capturing=lambda: False, env=kw.TeardownEnv({}))
+    rec.on_step_end.append(w.on_step_end)
+    opened_at = None
+    for seq in range(1000):
+        now[0] = 1e-5 * min(seq, 200) + 1e-2 * max(0, seq - 200)
+        rec.end_step(rec.begin_step("test"))
+        if rec.in_window:
+            opened_at = now[0]
+            break
+    assert opened_at is not None and 1.0 <= opened_at <= 1.2, opened_at
