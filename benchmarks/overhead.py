@@ -32,6 +32,9 @@ Several `--diag-args` measure several settings in the same interleaved run
 (plain, setting 1, setting 2 ..., each repeat): where the cost goes, e.g.
 `--diag-args= --diag-args=--no-hooks --diag-args='--set copies=false'`.
 `WORKLOAD:ARGS` passes more arguments to the workload (`ranker_graph:--large`).
+`--control` adds a setting that runs the workload plain again in diag's place:
+its "kept" is the host's own noise floor (plain against plain, same order and
+lag as the diag runs), which a diag figure has to be read against.
 
 Targets (issue 10): on the H200 kept >= 0.99 with lower bound >= 0.97 and first
 step +< 0.5 s; on the 2-core CPU box kept >= 0.97.
@@ -66,6 +69,7 @@ STARTUP_JOBS = frozenset({"multi_model_boot", "vgg_job"})  # load, warm up, a fe
 IDLE = frozenset({"idle_poller"})  # sleeps between polls: its rate measures nothing
 BOOTSTRAP_RESAMPLES = 2000
 SEED = 10
+CONTROL = "(plain again)"  # the --control setting: no diag, the same slot in the interleaving
 
 
 @dataclass
@@ -202,8 +206,11 @@ def measure(w: Workload, device: str, seconds: float, repeats: int, settings: li
             plain, log = run_once(pin + target, timeout_s)
             for k, r in enumerate(results):
                 run_dir = os.path.join(tmp, f"run{i}")
-                run, dlog = run_once([*pin, sys.executable, "-m", "diag", "profile", "--out", run_dir, "--quiet",
-                                      *shlex.split(r.diag_args), "--", *target], timeout_s)
+                if r.diag_args == CONTROL:
+                    run, dlog = run_once(pin + target, timeout_s)
+                else:
+                    run, dlog = run_once([*pin, sys.executable, "-m", "diag", "profile", "--out", run_dir, "--quiet",
+                                          *shlex.split(r.diag_args), "--", *target], timeout_s)
                 for label, got, text in (("plain", plain, log), ("diag", run, dlog)):
                     if got.rate is None or got.exit_code != 0:
                         r.errors.append(f"{label} run {i + 1}: exit {got.exit_code}, rate line "
@@ -211,7 +218,7 @@ def measure(w: Workload, device: str, seconds: float, repeats: int, settings: li
                 r.unit = r.unit or plain.unit or run.unit
                 r.plain.append(plain)
                 r.diag.append(run)
-                if keep and i == repeats - 1:
+                if keep and i == repeats - 1 and os.path.isdir(run_dir):
                     kept = os.path.join(keep, re.sub(r"[^\w.-]+", "_", f"{name}-{k}-{r.diag_args or 'defaults'}"))
                     subprocess.run(["rm", "-rf", kept], check=False)
                     os.makedirs(keep, exist_ok=True)
@@ -275,6 +282,8 @@ def main() -> None:
                     help="options for diag profile, e.g. '--no-stacks' (repeat: several settings, interleaved)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     ap.add_argument("--cpus", help="run every command under taskset -c CPUS (module doc)")
+    ap.add_argument("--control", action="store_true",
+                    help="also run each workload plain again in a setting's slot: the noise floor")
     ap.add_argument("--keep", metavar="DIR", help="keep the last repeat's run directory of each setting here")
     args = ap.parse_args()
     device = args.device
@@ -293,7 +302,7 @@ def main() -> None:
     boot = bootstrap_cost()
     print(f"bootstrap: +{boot['added_ms']:.1f} ms on `python -c pass` "
           f"({boot['without_ms']:.1f} -> {boot['with_ms']:.1f} ms)", flush=True)
-    settings = args.diag_args or [""]
+    settings = (args.diag_args or [""]) + ([CONTROL] if args.control else [])
     results = []
     for name, extra in wanted:
         for r in measure(known[name], device, args.seconds, args.repeats, settings, extra, args.cpus,

@@ -218,17 +218,6 @@ def test_rate_scaled_to_py_spys_own_budget_on_a_small_host():
     assert stack_sampler.choose_rate(2, 1.5, 50, 10, own_cores=0.005)[0] == 50
 
 
-def test_idle_cpu_window_from_cumulative_counters():
-    load = stack_sampler.IdleCpu(window_s=3.0, cores=2)
-    load.add(0.0, idle_s=100.0, total_s=1000.0)
-    load.add(1.0, idle_s=100.1, total_s=1002.0)
-    assert load.spare_cores() is None  # window not full yet
-    load.add(3.0, idle_s=100.3, total_s=1006.0)
-    assert load.spare_cores() == pytest.approx(2 * 0.3 / 6.0)
-    load.add(4.0, idle_s=101.3, total_s=1008.0)  # last 3 s: 1.2 idle of 6 -> 0.4 core
-    assert load.spare_cores() == pytest.approx(2 * 1.2 / 6.0)
-
-
 def test_saturated_host_restarts_py_spy_lower_and_says_so(tmp_path):
     exe, calls = _fake_py_spy(tmp_path)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])

@@ -4,6 +4,16 @@ Writes three tables (docs/run-format.md): `host` (one row per process per
 tick), `threads` (per thread: cumulative CPU seconds) and `system` (the whole
 machine). Children are re-discovered every tick, because multiprocessing
 workers and subprocesses come and go.
+
+Adaptive interval: a tick costs about a millisecond of CPU on a busy host
+(psutil reads every process's and thread's /proc files), which on a small
+host whose cores the target fills comes out of the target. Unless the user
+set `--host-interval`, the sampler ticks every SATURATED_INTERVAL_S instead
+of DEFAULT_INTERVAL_S while the host is saturated (diag/collect/cpu_load.py,
+judged from the /proc/stat reading each tick takes anyway), and goes back
+once a core is free. The analysis weighs rows by their timestamps, never by
+their count, so its measures keep their meaning; every change is in run.json
+(`collectors.host.intervals`).
 """
 
 from __future__ import annotations
@@ -15,9 +25,13 @@ from typing import Any
 
 import psutil
 
+from diag.collect.cpu_load import SMALL_HOST_CORES, IdleCpu, idle_seconds, saturated
 from diag.collect.sampler import PeriodicSampler, Unavailable
 
 PROC = "/proc"
+DEFAULT_INTERVAL_S = 0.1
+SATURATED_INTERVAL_S = 0.5  # while a small host has no core to spare
+MAX_INTERVAL_CHANGES = 40  # changes listed in run.json, at most (the rest are counted)
 
 
 def _read_ppid(pid: int) -> int | None:
@@ -125,8 +139,14 @@ class HostSampler(PeriodicSampler):
     name = "host"
     tables = ("host", "threads", "system")
 
-    def __init__(self, interval_s: float = 0.1) -> None:
+    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, adaptive: bool = False,
+                 load: IdleCpu | None = None) -> None:
         super().__init__(interval_s)
+        self._load = (load or IdleCpu()) if adaptive else None
+        self._saturated = False
+        self._t0 = time.monotonic()
+        self._intervals: list[dict[str, Any]] = []  # interval changes, for run.json
+        self._changes = 0
         self._tree: ProcessTree | None = None
         self._procs: dict[int, psutil.Process] = {}
         self._last_cpu: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, wall time)
@@ -138,9 +158,21 @@ class HostSampler(PeriodicSampler):
         if not psutil.pid_exists(root_pid):
             raise Unavailable(f"process {root_pid} not found")
         self._tree = ProcessTree(root_pid)
+        self._t0 = time.monotonic()
+        if self._load is not None:
+            cores = self._load.cores
+            plan = (f"{max(self.interval_s, SATURATED_INTERVAL_S):g} s while no core is idle"
+                    if cores <= SMALL_HOST_CORES else f"kept (more than {SMALL_HOST_CORES} cores)")
+            self._intervals.append({"at_s": 0.0, "interval_s": self.interval_s, "why": f"start: {cores} cores; {plan}"})
 
     def extra_status(self) -> dict[str, Any]:
-        return {"processes_seen": len(self._seen)} if self._tree is not None else {}
+        st: dict[str, Any] = {"processes_seen": len(self._seen)} if self._tree is not None else {}
+        if self._load is not None:
+            st["adaptive"] = True
+            st["intervals"] = list(self._intervals)
+            if self._changes >= MAX_INTERVAL_CHANGES:
+                st["interval_changes"] = self._changes
+        return st
 
     # -- sampling --------------------------------------------------------------
 
@@ -154,9 +186,30 @@ class HostSampler(PeriodicSampler):
             self._forget(pid)
         for pid in pids:
             self._sample_process(pid, ts)
+        self._adapt()
+
+    def _adapt(self) -> None:
+        """Stretch the interval while a small host is saturated, restore it once a core is free."""
+        spare = self._load.spare_cores() if self._load is not None else None
+        if spare is None or self._load is None:
+            return
+        now_saturated = saturated(self._load.cores, spare, self._saturated)
+        if now_saturated == self._saturated:
+            return
+        self._saturated = now_saturated
+        interval = max(self.interval_s, SATURATED_INTERVAL_S) if now_saturated else self.interval_s
+        self.set_interval(interval)
+        self._changes += 1
+        if len(self._intervals) < MAX_INTERVAL_CHANGES:
+            why = (f"{spare:.2f} of {self._load.cores} cores idle: psutil's CPU would come out of the target"
+                   if now_saturated else f"{spare:.2f} of {self._load.cores} cores idle again")
+            self._intervals.append({"at_s": round(time.monotonic() - self._t0, 1), "interval_s": interval,
+                                    "spare_cores": round(spare, 2), "why": why})
 
     def _sample_system(self, ts: int) -> None:
         cur = psutil.cpu_times()
+        if self._load is not None:
+            self._load.add(time.monotonic(), idle_seconds(cur), sum(cur))
         prev, self._last_sys = self._last_sys, cur
         total = sum(cur) - sum(prev) if prev is not None else 0.0
         if total <= 0:  # first tick, or too soon for the kernel's 10 ms counters: no interval yet

@@ -74,7 +74,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="S", min=0.01, max=30 * _DAY),
     Option("grace_s", 5.0, "seconds between SIGINT, SIGTERM, SIGKILL", flag="--grace", type=float, metavar="S",
            min=0.0, max=3600.0),
-    Option("host_interval_s", 0.1, "psutil sampling interval", flag="--host-interval", type=float, metavar="S",
+    Option("host_interval_s", None, "psutil sampling interval (default: 0.1, 0.5 while a host of at most 4 cores "
+           "has no idle core; an interval given here is kept)", flag="--host-interval", type=float, metavar="S",
            min=0.01, max=3600.0),
     Option("gpu_interval_s", 0.1, "NVML sampling interval", flag="--gpu-interval", type=float, metavar="S",
            min=0.01, max=3600.0),

@@ -38,7 +38,7 @@ class ProfileOptions:
     out: str | None = None
     duration_s: float | None = None
     grace_s: float = default("grace_s")
-    host_interval_s: float = default("host_interval_s")
+    host_interval_s: float | None = default("host_interval_s")  # None: 0.1 s, adaptive (host_sampler.py)
     gpu_interval_s: float = default("gpu_interval_s")
     stack_rate_hz: int | None = default("stack_rate_hz")  # None: default_stack_rate()
     stacks: bool = default("stacks")
@@ -197,11 +197,13 @@ def target_env(run_dir: str, opts: ProfileOptions) -> dict[str, str]:
 def _samplers(opts: ProfileOptions) -> tuple[list[Sampler], dict[str, dict[str, Any]]]:
     """The samplers to run, and the status of those that are off."""
     from diag.collect.gpu_sampler import GpuSampler
-    from diag.collect.host_sampler import HostSampler
+    from diag.collect.host_sampler import DEFAULT_INTERVAL_S, HostSampler
     from diag.collect.socket_sampler import SocketSampler
     from diag.collect.stack_sampler import StackSampler
 
-    samplers: list[Sampler] = [HostSampler(opts.host_interval_s), SocketSampler(max(opts.host_interval_s, 0.5))]
+    host_s = opts.host_interval_s or DEFAULT_INTERVAL_S
+    samplers: list[Sampler] = [HostSampler(host_s, adaptive=opts.host_interval_s is None),
+                               SocketSampler(max(host_s, 0.5))]
     off: dict[str, dict[str, Any]] = {}
     if opts.gpu:
         samplers.append(GpuSampler(opts.gpu_interval_s, gpm=opts.gpm, gpm_interval_s=opts.gpm_interval_s))

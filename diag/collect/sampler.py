@@ -81,7 +81,7 @@ class PeriodicThread:
 
     def __init__(self, name: str, interval_s: float, tick: Callable[[], None],
                  on_error: Callable[[BaseException], None], idle: bool = False) -> None:
-        self._interval = max(interval_s, 0.001)
+        self.interval_s = max(interval_s, 0.001)  # read at every tick: `tick` may change it
         self._idle = idle  # run at idle CPU priority (idle_priority)
         self.priority = "normal"  # what the thread got: "idle" once idle_priority() succeeded
         self._tick = tick
@@ -112,10 +112,10 @@ class PeriodicThread:
             finally:
                 self.cpu_s = time.thread_time()
             self.ticks += 1
-            next_t += self._interval
+            next_t += self.interval_s
             now = time.monotonic()
             if next_t < now:  # overran: start a fresh grid rather than tick back to back
-                next_t = now + self._interval
+                next_t = now + self.interval_s
             self._stop.wait(next_t - now)
 
 
@@ -229,6 +229,11 @@ class PeriodicSampler(SamplerBase):
 
     def write(self, table: str, row: dict[str, Any]) -> None:
         self._writers[table].write(row)
+
+    def set_interval(self, interval_s: float) -> None:
+        """Tick every `interval_s` from the next tick on (call it from `tick`); status keeps the base interval."""
+        if self._loop is not None:
+            self._loop.interval_s = interval_s
 
     def own_cpu_s(self) -> float | None:
         return self._loop.cpu_s if self._loop is not None else None

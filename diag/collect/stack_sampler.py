@@ -14,9 +14,11 @@ intervals (`python -m diag.store.pyspy compact`) and deletes the JSON.
 Adaptive rate: py-spy's CPU comes out of the target when the target fills
 every core of a small host (~6% of a 2-core box at 50 Hz). Unless the user
 set `--stack-rate`, the watcher reads the machine's idle CPU (/proc/stat
-through psutil, once a second) and, on a host of at most SMALL_HOST_CORES
-cores with no core to spare, restarts py-spy at SATURATED_RATE_HZ (py-spy's
-rate is fixed per process); it goes back up once a core is free again.
+through psutil, once a second, judged over the last second: the signal of
+diag/collect/cpu_load.py, which the host sampler follows too) and, on a host
+of at most SMALL_HOST_CORES cores with no core to spare, restarts py-spy at
+SATURATED_RATE_HZ (py-spy's rate is fixed per process); it goes back up once
+a core is free again, no sooner than RAISE_AFTER_S after a change.
 Spare CPU on average is not enough, though: each py-spy sample takes a
 core for a moment, and a target whose threads run in parallel bursts (torch
 intra-op threads) waits for the one py-spy preempted. py-spy's cost per
@@ -60,6 +62,7 @@ from typing import Any
 
 import psutil
 
+from diag.collect.cpu_load import FREE_SPARE_CORES, SATURATED_SPARE_CORES, SMALL_HOST_CORES, IdleCpu
 from diag.collect.launcher import unblock_in_child
 from diag.collect.redact import redact_pyspy_file
 from diag.collect.sampler import FAILED, OK, UNAVAILABLE, SamplerBase, Unavailable, idle_priority
@@ -70,11 +73,8 @@ LOG_FILE = "pyspy.log"
 _NO_PYTHON = ("No python processes found", "Failed to find python version")
 _RETRY_MAX_S = 10.0
 
-SMALL_HOST_CORES = 4  # above this, py-spy's share of one core is not taken from the target
 SATURATED_RATE_HZ = 10  # py-spy's rate while a small host has no core to spare
-SATURATED_SPARE_CORES = 0.3  # idle cores below this: saturated
-FREE_SPARE_CORES = 0.75  # idle cores at or above this: back to the base rate (hysteresis)
-LOAD_WINDOW_S = 3.0  # idle CPU is judged over this long
+OWN_WINDOW_S = 3.0  # py-spy's own CPU is judged over this long (a restart's attach would skew less)
 RAISE_AFTER_S = 20.0  # no raise sooner than this after a change (each restart costs an attach)
 MAX_RATE_CHANGES = 4  # restarts for the rate, at most, per run
 OWN_BUDGET_SHARE = 0.02  # on a small host, py-spy's own CPU at most this share of all cores
@@ -84,7 +84,7 @@ BUDGET_RATES_HZ = (20, SATURATED_RATE_HZ)  # the rates py-spy steps down to for 
 def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int,
                 own_cores: float | None = None) -> tuple[int, str | None]:
     """The py-spy rate for a host of `cores` with `spare_cores` idle and py-spy itself using
-    `own_cores` (both over LOAD_WINDOW_S; own_cores None: not known yet).
+    `own_cores` (both over OWN_WINDOW_S; own_cores None: not known yet).
 
     Returns (rate, why); why is None when the rate stays as it is.
     """
@@ -106,34 +106,6 @@ def choose_rate(cores: int, spare_cores: float, base_hz: int, current_hz: int,
     if spare_cores >= FREE_SPARE_CORES and current_hz != base_hz and fits:
         return base_hz, f"{spare_cores:.2f} of {cores} cores idle again: back to {base_hz} Hz"
     return current_hz, None
-
-
-class IdleCpu:
-    """The machine's idle cores over a sliding window, from /proc/stat deltas (psutil.cpu_times)."""
-
-    def __init__(self, window_s: float = LOAD_WINDOW_S, cores: int | None = None) -> None:
-        self.window_s = window_s
-        self.cores = cores or psutil.cpu_count() or 1
-        self._marks: deque[tuple[float, float, float]] = deque()  # (time, idle s, total s), all cores
-
-    def add(self, now: float, idle_s: float, total_s: float) -> None:
-        """A reading of the cumulative idle and total CPU seconds at `now`."""
-        self._marks.append((now, idle_s, total_s))
-        while len(self._marks) > 2 and now - self._marks[1][0] >= self.window_s:
-            self._marks.popleft()
-
-    def read(self, now: float) -> None:
-        t = psutil.cpu_times()
-        self.add(now, t.idle + getattr(t, "iowait", 0.0), sum(t))
-
-    def spare_cores(self) -> float | None:
-        """Idle cores over the window, None until the window is full."""
-        if len(self._marks) < 2:
-            return None
-        (t0, i0, s0), (t1, i1, s1) = self._marks[0], self._marks[-1]
-        if t1 - t0 < self.window_s or s1 <= s0:
-            return None
-        return self.cores * (i1 - i0) / (s1 - s0)
 
 
 def find_py_spy() -> str | None:
@@ -229,7 +201,7 @@ class StackSampler(SamplerBase):
         self._log_pos = 0
         self._cpu_done = 0.0  # CPU seconds of earlier py-spy attempts
         self._cpu_cur = 0.0  # of the running one, last reading
-        self._own: deque[tuple[float, float]] = deque()  # (time, py-spy's CPU s so far), the last LOAD_WINDOW_S
+        self._own: deque[tuple[float, float]] = deque()  # (time, py-spy's CPU s so far), the last OWN_WINDOW_S
         self._children = False  # py-spy follows subprocesses (the target has had a child)
         self._children_at: float | None = None  # when that started, seconds into the run
         self._next_children_check = 0.0
@@ -449,12 +421,12 @@ class StackSampler(SamplerBase):
         return self._has_children()
 
     def _own_cores(self, now: float) -> float | None:
-        """py-spy's own CPU, in cores, over the last LOAD_WINDOW_S at the current rate (None until then)."""
+        """py-spy's own CPU, in cores, over the last OWN_WINDOW_S at the current rate (None until then)."""
         self._own.append((now, self._cpu_done + self._cpu_cur))
-        while len(self._own) > 2 and now - self._own[1][0] >= LOAD_WINDOW_S:
+        while len(self._own) > 2 and now - self._own[1][0] >= OWN_WINDOW_S:
             self._own.popleft()
         (t0, c0), (t1, c1) = self._own[0], self._own[-1]
-        return (c1 - c0) / (t1 - t0) if t1 - t0 >= LOAD_WINDOW_S else None
+        return (c1 - c0) / (t1 - t0) if t1 - t0 >= OWN_WINDOW_S else None
 
     def _settle(self) -> None:
         """Final status once py-spy has exited."""
